@@ -1,0 +1,3 @@
+from annotune.cli import main
+
+main()

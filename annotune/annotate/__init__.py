@@ -1,0 +1,68 @@
+"""The front end: read a source file's annotations into a `Problem` and its search `Space`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from annotune.annotate.collect import collect
+from annotune.annotate.config import FileConfig, find_config, load_file_config
+from annotune.annotate.frontend import parse_source
+from annotune.annotate.problem import ConstraintDecl, Problem, TunableParam, Use
+from annotune.diagnostics import AnnotuneError, Location
+from annotune.expressions import ExpressionError, parse_expression
+from annotune.space import Param, Space, SpaceError
+
+__all__ = [
+    "ConstraintDecl",
+    "Problem",
+    "TunableParam",
+    "Use",
+    "read_problem",
+    "problem_space",
+]
+
+
+def read_problem(source: Path, *, config_path: Path | None = None) -> Problem:
+    """Parse `source` (and its local headers and config entry) into a checked Problem.
+
+    Without `config_path`, the nearest annotune.toml or [tool.annotune] above the source is used.
+    Raises AnnotuneError, located, for every mistake.
+    """
+    if not source.is_file():
+        raise AnnotuneError("no such file", Location(str(source), 1, 1))
+    config = _file_config(source, config_path)
+    parsed = parse_source(
+        source,
+        include_dirs=list(config.include_dirs) if config else [],
+        defines=list(config.defines) if config else [],
+    )
+    problem = collect(parsed, config)
+    if not problem.params:
+        raise AnnotuneError(
+            "no tunable parameters found (mark a #define with '// @tune DOMAIN')",
+            Location(str(source), 1, 1),
+        )
+    return problem
+
+
+def _file_config(source: Path, config_path: Path | None) -> FileConfig | None:
+    if config_path is not None and not config_path.is_file():
+        raise AnnotuneError("no such config file", Location(str(config_path), 1, 1))
+    path = config_path or find_config(source)
+    return load_file_config(path, source) if path is not None else None
+
+
+def problem_space(problem: Problem) -> Space:
+    """The problem's search space; constraint and domain mistakes located in the source."""
+    names = [p.name for p in problem.params]
+    for decl in problem.constraints:
+        try:
+            parse_expression(decl.expr, names)
+        except ExpressionError as error:
+            raise AnnotuneError(error.message, decl.location_at(error.offset)) from None
+    params = [Param(p.name, p.values, p.default) for p in problem.params]
+    try:
+        return Space(params, [c.expr for c in problem.constraints])
+    except SpaceError as error:
+        where = problem.param(error.param).location if error.param in names else None
+        raise AnnotuneError(error.message, where) from None

@@ -1,0 +1,530 @@
+"""From the front end's directives and tokens to a checked `Problem`.
+
+Every mistake becomes an AnnotuneError located at the token that caused it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from annotune.annotate.config import FileConfig
+from annotune.annotate.frontend import Directive, ParsedSource, SourceFile, Token
+from annotune.annotate.grammar import (
+    Domain,
+    GrammarError,
+    Number,
+    TuneComment,
+    find_tune_comments,
+    parse_number,
+    parse_param_pragma,
+)
+from annotune.annotate.problem import ConstraintDecl, Problem, TextSpan, TunableParam, Use
+from annotune.diagnostics import AnnotuneError, Location
+
+_CONDITIONALS = {"if", "ifdef", "ifndef"}
+_ANNOTUNE_PRAGMAS = ("param", "constraint")
+
+
+@dataclass(frozen=True)
+class _Define:
+    """A `#define NAME value` seen in the user's files."""
+
+    name: str
+    name_location: Location
+    value_tokens: tuple[Token, ...]
+    value_span: TextSpan | None
+    guarded: bool
+    function_like: bool
+    directive: Directive
+    file: SourceFile
+
+
+@dataclass
+class _Collector:
+    parsed: ParsedSource
+    params: dict[str, TunableParam] = field(default_factory=dict)
+    constraints: list[ConstraintDecl] = field(default_factory=list)
+    defines: dict[str, _Define] = field(default_factory=dict)
+    pending_pragma_params: list[tuple] = field(default_factory=list)
+
+    def add(self, param: TunableParam) -> None:
+        first = self.params.get(param.name)
+        if first is not None:
+            where = first.location
+            raise AnnotuneError(
+                f"duplicate parameter '{param.name}'",
+                param.location,
+                hint=f"first declared at {where.file}:{where.line}:{where.column}",
+            )
+        self.params[param.name] = param
+
+
+def collect(parsed: ParsedSource, config: FileConfig | None = None) -> Problem:
+    """Read every annotation of the parsed files into a Problem (parameter uses included)."""
+    collector = _Collector(parsed)
+    _scan_file(collector, parsed.main, visited=set())
+    for args in collector.pending_pragma_params:
+        _add_pragma_param(collector, *args)
+    if config is not None:
+        _add_config(collector, config)
+    params = tuple(_with_uses(parsed, param) for param in collector.params.values())
+    return Problem(
+        source=Path(parsed.main.path),
+        language=parsed.language,
+        params=params,
+        constraints=tuple(collector.constraints),
+        files=tuple(f.path for f in parsed.files),
+        config_file=config.config_file if config else None,
+        missing_includes=tuple(parsed.missing_local_includes),
+    )
+
+
+def _with_uses(parsed: ParsedSource, param: TunableParam) -> TunableParam:
+    uses = _uses(parsed, param.name)
+    if param.origin == "literal" and param.value_span is not None:
+        function = parsed.function_at(param.location.file, param.value_span.start)
+        literal_use = Use(
+            "pragma",
+            param.location,
+            function.name if function else None,
+            function.is_kernel if function else False,
+        )
+        uses = (literal_use, *uses)
+    return dataclasses.replace(param, uses=uses)
+
+
+# --- one file ---------------------------------------------------------------------------------
+
+
+def _scan_file(collector: _Collector, source: SourceFile, visited: set[str]) -> None:
+    """Read one file's annotations, and each local header where it is included."""
+    visited.add(source.path)
+    consumed: set[int] = set()
+    open_conditions: list[tuple[str, str]] = []  # (kind, guarded name or "")
+    for directive in source.directives:
+        name = directive.name
+        if name in _CONDITIONALS:
+            open_conditions.append(_condition(directive))
+        elif name in ("elif", "else", "elifdef", "elifndef"):
+            if open_conditions:
+                open_conditions[-1] = (name, "")
+        elif name == "endif":
+            if open_conditions:
+                open_conditions.pop()
+        elif name == "include":
+            line = source.location(directive.hash_token.start).line
+            header = collector.parsed.includes.get((source.path, line))
+            if header is not None and header not in visited:
+                _scan_file(collector, collector.parsed.file(header), visited)
+        elif name == "define":
+            define = _define(source, directive, open_conditions)
+            if define is not None:
+                collector.defines.setdefault(define.name, define)
+                annotations = _annotations(source, directive, consumed)
+                if annotations:
+                    _add_define_param(collector, define, annotations)
+            continue
+        elif name == "pragma":
+            annotations = _annotations(source, directive, consumed)
+            _pragma(collector, source, directive, annotations)
+            continue
+        _reject_annotations(source, directive, consumed)
+    for token in source.tokens:
+        if token.kind == "comment" and token.start not in consumed and _is_annotation(token):
+            raise AnnotuneError(
+                "@tune must be on (or on the line just above) a #define or #pragma line",
+                source.location(token.start + token.text.index("@tune")),
+            )
+
+
+def _condition(directive: Directive) -> tuple[str, str]:
+    """`#ifndef NAME` and `#if !defined(NAME)` guard NAME; other conditions guard nothing."""
+    words = [w.text for w in directive.words]
+    if directive.name == "ifndef" and words:
+        return ("ifndef", words[0])
+    if directive.name == "if" and words[:2] == ["!", "defined"]:
+        rest = [w for w in words[2:] if w not in ("(", ")")]
+        if len(rest) == 1:
+            return ("ifndef", rest[0])
+    return (directive.name, "")
+
+
+def _is_annotation(token: Token) -> bool:
+    body = token.text[2:] if token.text.startswith(("//", "/*")) else token.text
+    return body.lstrip(" \t*!/").startswith("@tune")
+
+
+def _annotations(
+    source: SourceFile, directive: Directive, consumed: set[int]
+) -> list[tuple[Token, TuneComment]]:
+    found = []
+    for comment in directive.comments:
+        if not _is_annotation(comment) or comment.start in consumed:
+            continue
+        consumed.add(comment.start)
+        try:
+            parsed = find_tune_comments(comment.text)
+        except GrammarError as error:
+            raise AnnotuneError(error.message, source.location(comment.start + error.offset)) from None
+        found.extend((comment, annotation) for annotation in parsed)
+    return found
+
+
+def _reject_annotations(source: SourceFile, directive: Directive, consumed: set[int]) -> None:
+    for comment in directive.comments:
+        if _is_annotation(comment) and comment.start not in consumed:
+            raise AnnotuneError(
+                f"@tune on a #{directive.name} line: it belongs on a #define or #pragma line",
+                source.location(comment.start + comment.text.index("@tune")),
+            )
+
+
+def _domain_location(source: SourceFile, comment: Token, annotation: TuneComment) -> Location:
+    return source.location(comment.start + annotation.domain_offset)
+
+
+# --- #define ------------------------------------------------------------------------------------
+
+
+def _define(
+    source: SourceFile, directive: Directive, open_conditions: list[tuple[str, str]]
+) -> _Define | None:
+    if not directive.words:
+        return None
+    name_token = directive.words[0]
+    values = directive.words[1:]
+    function_like = bool(values) and values[0].text == "(" and values[0].start == name_token.end
+    span = TextSpan(source.path, values[0].start, values[-1].end) if values else None
+    guarded = any(kind == "ifndef" and guard == name_token.text for kind, guard in open_conditions)
+    return _Define(
+        name=name_token.text,
+        name_location=source.location(name_token.start),
+        value_tokens=values,
+        value_span=span,
+        guarded=guarded,
+        function_like=function_like,
+        directive=directive,
+        file=source,
+    )
+
+
+def _define_value(define: _Define) -> Number | None:
+    """The number a #define expands to, if it is a (possibly negated, parenthesized) literal."""
+    texts = [t.text for t in define.value_tokens]
+    while len(texts) >= 2 and texts[0] == "(" and texts[-1] == ")":
+        texts = texts[1:-1]
+    if texts in (["true"], ["false"]):
+        return int(texts[0] == "true")
+    sign = ""
+    if len(texts) == 2 and texts[0] in "+-":
+        sign, texts = texts[0], texts[1:]
+    if len(texts) != 1:
+        return None
+    try:
+        return parse_number(sign + texts[0])
+    except ValueError:
+        return None
+
+
+def _add_define_param(
+    collector: _Collector, define: _Define, annotations: list[tuple[Token, TuneComment]]
+) -> None:
+    comment, annotation = annotations[0]
+    source = define.file
+    if annotation.name is not None or len(annotations) > 1:
+        at = annotations[1] if annotation.name is None else annotations[0]
+        raise AnnotuneError(
+            "a #define takes one plain '@tune DOMAIN' (its name is the macro's); "
+            "'@tune(NAME)' is for literals inside a pragma",
+            source.location(at[0].start + at[1].offset),
+        )
+    if define.function_like:
+        raise AnnotuneError(
+            f"function-like macro '{define.name}' cannot be tuned", define.name_location
+        )
+    default = _define_value(define)
+    value_at = source.location(define.value_span.start) if define.value_span else define.name_location
+    if default is None:
+        raise AnnotuneError(
+            f"the value of '{define.name}' must be a number literal to be tuned",
+            value_at,
+        )
+    _check_default(define.name, annotation.domain, default, value_at)
+    collector.add(
+        TunableParam(
+            name=define.name,
+            values=annotation.domain.values,
+            default=default,
+            origin="define",
+            guarded=define.guarded,
+            location=define.name_location,
+            domain=annotation.domain.text,
+            value_span=define.value_span,
+        )
+    )
+
+
+def _check_default(name: str, domain: Domain, default: Number, at: Location) -> None:
+    if default not in domain.values:
+        raise AnnotuneError(
+            f"default value {default} of '{name}' is not in its domain {domain.text}", at
+        )
+
+
+# --- #pragma ------------------------------------------------------------------------------------
+
+
+def _pragma(
+    collector: _Collector,
+    source: SourceFile,
+    directive: Directive,
+    annotations: list[tuple[Token, TuneComment]],
+) -> None:
+    words = directive.words
+    if words and words[0].text == "annotune":
+        if annotations:
+            comment, annotation = annotations[0]
+            raise AnnotuneError(
+                "@tune does not apply to '#pragma annotune' lines",
+                source.location(comment.start + annotation.offset),
+            )
+        _annotune_pragma(collector, source, directive)
+        return
+    for comment, annotation in annotations:
+        _add_literal_param(collector, source, directive, comment, annotation)
+
+
+def _annotune_pragma(collector: _Collector, source: SourceFile, directive: Directive) -> None:
+    words = directive.words
+    if len(words) < 2 or words[1].text not in _ANNOTUNE_PRAGMAS:
+        at = words[1] if len(words) > 1 else words[0]
+        found = f"'{words[1].text}'" if len(words) > 1 else "nothing"
+        raise AnnotuneError(
+            f"unknown annotune pragma {found} (expected: {', '.join(_ANNOTUNE_PRAGMAS)})",
+            source.location(at.start if len(words) > 1 else at.end),
+        )
+    if len(words) < 3:
+        raise AnnotuneError(
+            f"'#pragma annotune {words[1].text}' needs an argument", source.location(words[1].end)
+        )
+    start, end = words[2].start, words[-1].end
+    body = _join_continuations(source.slice(start, end))
+    if words[1].text == "constraint":
+        collector.constraints.append(ConstraintDecl(body, source.location(start)))
+        return
+    try:
+        pragma = parse_param_pragma(body)
+    except GrammarError as error:
+        raise AnnotuneError(error.message, source.location(start + error.offset)) from None
+    # Resolved after every file is read: its default may come from a #define seen later.
+    collector.pending_pragma_params.append((source, start, pragma))
+
+
+def _join_continuations(text: str) -> str:
+    """Blank out the backslashes of continued lines; every character keeps its offset."""
+    return text.replace("\\\r\n", " \r\n").replace("\\\n", " \n")
+
+
+def _add_pragma_param(collector: _Collector, source: SourceFile, start: int, pragma) -> None:
+    location = source.location(start + pragma.name_offset)
+    define = collector.defines.get(pragma.name)
+    if pragma.default is not None:
+        default = pragma.default
+        default_at = source.location(start + pragma.default_offset)
+    elif define is not None and _define_value(define) is not None:
+        default = _define_value(define)
+        default_at = define.file.location(define.value_span.start)
+    else:
+        default = pragma.domain.values[0]
+        default_at = location
+    _check_default(pragma.name, pragma.domain, default, default_at)
+    collector.add(
+        TunableParam(
+            name=pragma.name,
+            values=pragma.domain.values,
+            default=default,
+            origin="pragma",
+            guarded=define.guarded if define is not None else True,
+            location=location,
+            domain=pragma.domain.text,
+            value_span=define.value_span if define is not None else None,
+        )
+    )
+
+
+def _number_literals(words: tuple[Token, ...]) -> list[tuple[int, Token]]:
+    found = []
+    for index, token in enumerate(words):
+        if token.kind != "literal":
+            continue
+        try:
+            parse_number(token.text)
+        except ValueError:
+            continue
+        found.append((index, token))
+    return found
+
+
+def _add_literal_param(
+    collector: _Collector,
+    source: SourceFile,
+    directive: Directive,
+    comment: Token,
+    annotation: TuneComment,
+) -> None:
+    at = source.location(comment.start + annotation.offset)
+    if annotation.name is None:
+        raise AnnotuneError(
+            "on a pragma, name the tunable literal: '@tune(NAME) DOMAIN'", at
+        )
+    literals = _number_literals(directive.words)
+    if annotation.clause is not None:
+        literals = [
+            (i, token)
+            for i, token in literals
+            if i >= 2
+            and directive.words[i - 1].text == "("
+            and directive.words[i - 2].text == annotation.clause
+        ] or [
+            (i, token)
+            for i, token in literals
+            if i >= 1 and directive.words[i - 1].text == annotation.clause
+        ]
+        if not literals:
+            raise AnnotuneError(f"no number literal after '{annotation.clause}' in this pragma", at)
+    if not literals:
+        raise AnnotuneError("this pragma has no number literal to tune", at)
+    if len(literals) > 1:
+        clauses = ", ".join(_clause_of(directive.words, i) for i, _ in literals)
+        raise AnnotuneError(
+            f"this pragma has {len(literals)} number literals ({clauses}); "
+            f"say which with '@tune({annotation.name}: clause)'",
+            at,
+        )
+    _, literal = literals[0]
+    default = parse_number(literal.text)
+    literal_at = source.location(literal.start)
+    _check_default(annotation.name, annotation.domain, default, literal_at)
+    collector.add(
+        TunableParam(
+            name=annotation.name,
+            values=annotation.domain.values,
+            default=default,
+            origin="literal",
+            guarded=False,
+            location=literal_at,
+            domain=annotation.domain.text,
+            value_span=TextSpan(source.path, literal.start, literal.end),
+        )
+    )
+
+
+def _clause_of(words: tuple[Token, ...], index: int) -> str:
+    if index >= 2 and words[index - 1].text == "(":
+        return f"{words[index - 2].text}({words[index].text})"
+    return words[index].text
+
+
+# --- config -------------------------------------------------------------------------------------
+
+
+def _add_config(collector: _Collector, config: FileConfig) -> None:
+    for spec in config.params:
+        define = collector.defines.get(spec.name)
+        if spec.default is not None:
+            default = spec.default
+        elif define is not None and _define_value(define) is not None:
+            default = _define_value(define)
+        else:
+            raise AnnotuneError(
+                f"'{spec.name}' is not #defined to a number in {collector.parsed.main.path} "
+                "or its local headers; give it a default in the config",
+                spec.location,
+            )
+        _check_default(spec.name, spec.domain, default, spec.location)
+        collector.add(
+            TunableParam(
+                name=spec.name,
+                values=spec.domain.values,
+                default=default,
+                origin="config",
+                guarded=define.guarded if define is not None else True,
+                location=define.name_location if define is not None else spec.location,
+                domain=spec.domain.text,
+                value_span=define.value_span if define is not None else None,
+            )
+        )
+    for expr, location in config.constraints:
+        collector.constraints.append(ConstraintDecl(expr, location, origin="config"))
+
+
+# --- uses ---------------------------------------------------------------------------------------
+
+
+def _uses(parsed: ParsedSource, name: str) -> tuple[Use, ...]:
+    uses: list[Use] = []
+    for source in parsed.files:
+        spans = sorted((d.hash_token.start, d.end, d) for d in source.directives)
+        launch_depth = 0
+        statement_is_dim3 = False
+        span_index = 0
+        for token in source.tokens:
+            while span_index < len(spans) and spans[span_index][1] < token.start:
+                span_index += 1
+            in_directive = (
+                spans[span_index][2]
+                if span_index < len(spans) and spans[span_index][0] <= token.start
+                else None
+            )
+            if in_directive is not None:
+                if token.text == name and token.kind == "identifier":
+                    use = _directive_use(source, in_directive, token)
+                    if use is not None:
+                        uses.append(use)
+                continue
+            if token.kind == "punctuation":
+                if token.text == "<<<":
+                    launch_depth += 1
+                elif token.text == ">>>":
+                    launch_depth = max(0, launch_depth - 1)
+                elif token.text in (";", "{", "}"):
+                    statement_is_dim3 = False
+                continue
+            if token.kind == "identifier" and token.text == "dim3":
+                statement_is_dim3 = True
+            if token.kind == "identifier" and token.text == name:
+                function = parsed.function_at(source.path, token.start)
+                kind = "launch" if launch_depth or statement_is_dim3 else "code"
+                uses.append(
+                    Use(
+                        kind,
+                        source.location(token.start),
+                        function.name if function else None,
+                        function.is_kernel if function else False,
+                    )
+                )
+    return tuple(uses)
+
+
+def _directive_use(source: SourceFile, directive: Directive, token: Token) -> Use | None:
+    words = directive.words
+    location = source.location(token.start)
+    if directive.name == "define":
+        if words and words[0].start == token.start:
+            return None  # the definition itself
+        return Use("macro", location, detail=words[0].text if words else "")
+    if directive.name in ("ifndef", "ifdef", "undef", "include"):
+        return None
+    if directive.name in ("if", "elif"):
+        index = words.index(token)
+        previous = [w.text for w in words[max(0, index - 2) : index]]
+        if "defined" in previous:
+            return None
+        return Use("preprocessor", location)
+    if directive.name == "pragma":
+        if words and words[0].text == "annotune":
+            return None
+        return Use("pragma", location)
+    return None

@@ -1,0 +1,121 @@
+"""What the front end hands to the rest of annotune: the tuning problem read from the source."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from annotune.diagnostics import Location
+
+Number = int | float
+
+ORIGINS = ("define", "pragma", "literal", "config")
+
+
+@dataclass(frozen=True)
+class Use:
+    """A place where a parameter's value matters.
+
+    kind: "launch" (a kernel launch configuration or a dim3 built for one), "pragma",
+    "preprocessor" (an #if condition), "macro" (another macro's definition, named in
+    `detail`), or "code"; `function` is the enclosing function, `kernel` whether it is a
+    `__global__` function.
+    """
+
+    kind: str
+    location: Location
+    function: str | None = None
+    kernel: bool = False
+    detail: str = ""
+
+    def to_json(self) -> dict:
+        data = {"kind": self.kind, "location": self.location.to_json()}
+        if self.function is not None:
+            data["function"] = self.function
+            data["kernel"] = self.kernel
+        if self.detail:
+            data["detail"] = self.detail
+        return data
+
+
+@dataclass(frozen=True)
+class TextSpan:
+    """Bytes [start, end) of a file: where a default value is written, for rewriting copies."""
+
+    file: str
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class TunableParam:
+    """One tunable: its domain, default, where it is declared and where it is used.
+
+    `guarded` says whether `-D NAME=...` can override it: its #define sits inside
+    `#ifndef NAME` (or there is no #define at all). `value_span` is the text of the default
+    value in the #define or pragma literal (None for a pragma param without a #define).
+    """
+
+    name: str
+    values: tuple[Number, ...]
+    default: Number
+    origin: str
+    guarded: bool
+    location: Location
+    domain: str
+    uses: tuple[Use, ...] = ()
+    value_span: TextSpan | None = None
+
+    def to_json(self) -> dict:
+        return {
+            "name": self.name,
+            "values": list(self.values),
+            "default": self.default,
+            "origin": self.origin,
+            "guarded": self.guarded,
+            "location": self.location.to_json(),
+            "domain": self.domain,
+            "uses": [use.to_json() for use in self.uses],
+        }
+
+
+@dataclass(frozen=True)
+class ConstraintDecl:
+    expr: str  # as written; a continued pragma keeps its newlines so offsets map to lines
+    location: Location
+    origin: str = "pragma"
+
+    @property
+    def text(self) -> str:
+        """The expression on one line, for display."""
+        return " ".join(self.expr.split())
+
+    def location_at(self, offset: int) -> Location:
+        """Where the character `offset` characters into the expression is."""
+        before = self.expr[:offset]
+        newlines = before.count("\n")
+        if newlines == 0:
+            return self.location.shifted(offset)
+        return Location(self.location.file, self.location.line + newlines, offset - before.rfind("\n"))
+
+    def to_json(self) -> dict:
+        return {"expr": self.text, "location": self.location.to_json()}
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A source file's tuning problem: parameters, constraints and the files they live in."""
+
+    source: Path
+    language: str
+    params: tuple[TunableParam, ...]
+    constraints: tuple[ConstraintDecl, ...]
+    files: tuple[str, ...]
+    config_file: str | None = None
+    missing_includes: tuple[tuple[Location, str], ...] = ()  # local headers not found
+
+    def param(self, name: str) -> TunableParam:
+        for param in self.params:
+            if param.name == name:
+                return param
+        raise KeyError(name)

@@ -1,0 +1,79 @@
+"""`annotune scan FILE`: what was found, the space size, and any mistake with FILE:LINE:COL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from annotune.annotate import Problem, read_problem
+from annotune.annotate.summary import SpaceSummary, summarize_space
+from annotune.cli.app import app, print_json, stderr, stdout, user_errors
+
+
+@app.command()
+def scan(
+    file: Annotated[Path, typer.Argument(help="The annotated source (.cu, .cuh, .c, .cpp, .h).")],
+    config: Annotated[
+        Path | None,
+        typer.Option(help="Config file (default: nearest annotune.toml or pyproject.toml above FILE)."),
+    ] = None,
+    json: Annotated[bool, typer.Option("--json", help="Print one JSON object and nothing else.")] = False,
+) -> None:
+    """List the tunable parameters and constraints of FILE and the size of its search space."""
+    with user_errors():
+        problem = read_problem(file, config_path=config)
+        summary = summarize_space(problem)
+    for location, header in problem.missing_includes:
+        stderr.print(
+            f"{_where(location)}: warning: local header '{header}' not found; tunables in it "
+            "are not seen (add its directory to include = [...] in annotune.toml)",
+            highlight=False,
+        )
+    if json:
+        print_json(scan_json(problem, summary))
+        return
+    _print_table(problem, summary)
+
+
+def scan_json(problem: Problem, summary: SpaceSummary) -> dict:
+    return {
+        "file": str(problem.source),
+        "params": [param.to_json() for param in problem.params],
+        "constraints": [c.to_json() for c in problem.constraints],
+        "space": summary.to_json(),
+    }
+
+
+def _where(location) -> str:
+    return f"{location.file}:{location.line}:{location.column}"
+
+
+def _print_table(problem: Problem, summary: SpaceSummary) -> None:
+    table = Table(title=f"{problem.source}: {len(problem.params)} tunable parameters")
+    for column in ("name", "domain", "default", "origin", "guarded", "declared at", "used in"):
+        table.add_column(column)
+    for param in problem.params:
+        uses = sorted({f"{u.kind} ({u.function})" if u.function else u.kind for u in param.uses})
+        table.add_row(
+            param.name,
+            f"{param.domain}  [{len(param.values)}]",
+            str(param.default),
+            param.origin,
+            "yes" if param.guarded else "no",
+            _where(param.location),
+            ", ".join(uses) or "-",
+        )
+    stdout.print(table)
+    for constraint in problem.constraints:
+        stdout.print(f"constraint  {constraint.text}    [dim]{_where(constraint.location)}[/dim]")
+    stdout.print(summary.describe())
+    unguarded = [p.name for p in problem.params if not p.guarded]
+    if unguarded:
+        stderr.print(
+            f"note: {', '.join(unguarded)} cannot be set with -D (no #ifndef guard or a pragma "
+            "literal): tune rewrites a copy of the source; `annotune lift FILE` fixes the source "
+            "once so the tuned header takes effect."
+        )

@@ -1,0 +1,171 @@
+"""The front end on small sources: guards, comments above, pragmas, uses, languages."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from annotune.annotate import problem_space, read_problem
+from annotune.diagnostics import AnnotuneError
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text).lstrip("\n"))
+    return path
+
+
+def params(problem):
+    return {p.name: p for p in problem.params}
+
+
+def test_guards_ifndef_and_if_not_defined_but_not_else(tmp_path):
+    source = write(
+        tmp_path,
+        "g.c",
+        """
+        #ifndef A
+        #define A 4 // @tune values(1, 4)
+        #endif
+        #if !defined(B)
+        #define B 2 // @tune values(1, 2)
+        #endif
+        #ifndef C
+        #else
+        #define C 1 // @tune values(1, 2)
+        #endif
+        #ifndef OTHER
+        #define D 8 // @tune values(8, 16)
+        #endif
+        """,
+    )
+    found = params(read_problem(source))
+    assert found["A"].guarded and found["B"].guarded
+    assert not found["C"].guarded and not found["D"].guarded
+
+
+def test_comment_on_the_line_above_a_define(tmp_path):
+    source = write(
+        tmp_path,
+        "a.c",
+        """
+        // @tune range(1, 4)
+        #define TILE 2
+        """,
+    )
+    (tile,) = read_problem(source).params
+    assert tile.values == (1, 2, 3, 4) and tile.default == 2
+    assert (tile.location.line, tile.location.column) == (2, 9)
+
+
+def test_openacc_clauses_pick_the_literal(tmp_path):
+    source = write(
+        tmp_path,
+        "acc.c",
+        """
+        void f(int n, float *x) {
+        #pragma acc parallel loop num_gangs(256) vector_length(128) /* @tune(VL: vector_length) pow2(32, 512) */ /* @tune(G: num_gangs) values(128, 256) */
+          for (int i = 0; i < n; ++i) x[i] *= 2.0f;
+        }
+        """,
+    )
+    found = params(read_problem(source))
+    assert found["VL"].default == 128 and found["VL"].origin == "literal"
+    assert found["VL"].location.column == 56
+    assert found["G"].default == 256
+    assert found["VL"].uses[0].kind == "pragma" and found["VL"].uses[0].function == "f"
+
+
+def test_ambiguous_pragma_literal_asks_for_a_clause(tmp_path):
+    source = write(
+        tmp_path,
+        "acc.c",
+        "#pragma acc parallel num_gangs(4) vector_length(128) // @tune(VL) pow2(32, 512)\n",
+    )
+    with pytest.raises(AnnotuneError, match=r"2 number literals .*num_gangs\(4\).*@tune\(VL: clause\)"):
+        read_problem(source)
+
+
+def test_pragma_param_takes_its_default_from_a_define(tmp_path):
+    source = write(
+        tmp_path,
+        "p.cpp",
+        """
+        #pragma annotune param WPT values(1, 2, 4, 8)
+        #ifndef WPT
+        #define WPT 4
+        #endif
+        #pragma annotune param VEC bool
+        int work() { return WPT * 3; }
+        """,
+    )
+    found = params(read_problem(source))
+    assert found["WPT"].default == 4 and found["WPT"].guarded and found["WPT"].origin == "pragma"
+    assert found["VEC"].default == 0 and found["VEC"].guarded  # no #define: -D sets it
+    assert [(u.kind, u.function) for u in found["WPT"].uses] == [("code", "work")]
+
+
+def test_constraint_continued_over_lines_locates_errors_on_the_right_line(tmp_path):
+    source = write(
+        tmp_path,
+        "c.cu",
+        """
+        #define A 4 // @tune values(1, 4)
+        #pragma annotune constraint A > 0 && \\
+            A < Q
+        """,
+    )
+    problem = read_problem(source)
+    with pytest.raises(AnnotuneError) as caught:
+        problem_space(problem)
+    assert "unknown parameter 'Q'" in caught.value.message
+    assert (caught.value.location.line, caught.value.location.column) == (3, 9)
+
+
+def test_headers_in_subdirectories_and_languages(tmp_path):
+    write(tmp_path, "inc/params.h", "#define N 16 /* @tune pow2(4, 64) */\n")
+    source = write(tmp_path, "main.c", '#include "inc/params.h"\n#include <stdio.h>\nint a[N];\n')
+    problem = read_problem(source)
+    (n,) = problem.params
+    assert n.location.file.endswith("inc/params.h")
+    assert problem.language == "c"
+    assert [u.kind for u in n.uses] == ["code"]
+
+
+def test_missing_local_header_is_reported_not_fatal(tmp_path):
+    source = write(tmp_path, "m.cu", '#include "gone.cuh"\n#define A 1 // @tune bool\n')
+    problem = read_problem(source)
+    ((location, name),) = problem.missing_includes
+    assert name == "gone.cuh" and location.line == 1
+
+
+def test_preprocessor_and_launch_uses(tmp_path):
+    source = write(
+        tmp_path,
+        "u.cu",
+        """
+        #define BX 64 // @tune pow2(32, 256)
+        #if BX > 128
+        #define BIG 1
+        #endif
+        __global__ void k(float *x) { x[threadIdx.x] = BX; }
+        void run(float *x) { k<<<1, BX>>>(x); }
+        """,
+    )
+    (bx,) = read_problem(source).params
+    kinds = [(u.kind, u.function, u.kernel) for u in bx.uses]
+    assert kinds == [("preprocessor", None, False), ("code", "k", True), ("launch", "run", False)]
+
+
+def test_no_parameters_is_an_error(tmp_path):
+    source = write(tmp_path, "plain.c", "int main(void) { return 0; }\n")
+    with pytest.raises(AnnotuneError, match="no tunable parameters"):
+        read_problem(source)
+
+
+def test_prose_mentioning_tune_is_not_an_annotation(tmp_path):
+    source = write(tmp_path, "d.c", "// see the @tune docs\n#define A 1 // @tune bool\n")
+    assert [p.name for p in read_problem(source).params] == ["A"]

@@ -1,0 +1,40 @@
+"""Shared fixtures: paths to the test data and a runner for the command line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from annotune.cli.app import app
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture
+def data_dir() -> Path:
+    return DATA
+
+
+class Cli:
+    """Runs `annotune ...` in-process and keeps stdout and stderr apart."""
+
+    def __init__(self) -> None:
+        self.runner = CliRunner()
+
+    def __call__(self, *args: str):
+        import annotune.cli  # noqa: F401  (registers every command)
+
+        return self.runner.invoke(app, [str(a) for a in args])
+
+    def json(self, *args: str) -> dict:
+        result = self(*args)
+        assert result.exit_code == 0, result.stderr
+        return json.loads(result.stdout)
+
+
+@pytest.fixture
+def cli() -> Cli:
+    return Cli()
