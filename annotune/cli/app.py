@@ -37,7 +37,8 @@ def _group() -> None:
     """Autotune the knobs marked in CUDA and OpenACC source."""
 
 
-stdout = Console(soft_wrap=True)
+# Tables keep a readable width when piped into a file or a CI log.
+stdout = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 160)
 stderr = Console(stderr=True, soft_wrap=True)
 
 

@@ -53,18 +53,19 @@ def _where(location) -> str:
 
 def _print_table(problem: Problem, summary: SpaceSummary) -> None:
     table = Table(title=f"{problem.source}: {len(problem.params)} tunable parameters")
-    for column in ("name", "domain", "default", "origin", "guarded", "declared at", "used in"):
-        table.add_column(column)
+    for column in ("name", "domain", "n", "default", "origin", "-D", "declared at", "used in"):
+        table.add_column(column, no_wrap=column in ("name", "declared at"))
     for param in problem.params:
-        uses = sorted({f"{u.kind} ({u.function})" if u.function else u.kind for u in param.uses})
+        where = param.location
         table.add_row(
             param.name,
-            f"{param.domain}  [{len(param.values)}]",
+            param.domain,
+            str(len(param.values)),
             str(param.default),
             param.origin,
             "yes" if param.guarded else "no",
-            _where(param.location),
-            ", ".join(uses) or "-",
+            f"{Path(where.file).name}:{where.line}",
+            ", ".join(dict.fromkeys(u.kind for u in param.uses)) or "-",
         )
     stdout.print(table)
     for constraint in problem.constraints:
