@@ -9,7 +9,6 @@ from annotune.annotate.config import FileConfig, find_config, load_file_config
 from annotune.annotate.frontend import parse_source
 from annotune.annotate.problem import ConstraintDecl, Problem, TunableParam, Use
 from annotune.diagnostics import AnnotuneError, Location
-from annotune.expressions import ExpressionError, parse_expression
 from annotune.space import Param, Space, SpaceError
 
 __all__ = [
@@ -54,15 +53,13 @@ def _file_config(source: Path, config_path: Path | None) -> FileConfig | None:
 
 def problem_space(problem: Problem) -> Space:
     """The problem's search space; constraint and domain mistakes located in the source."""
-    names = [p.name for p in problem.params]
-    for decl in problem.constraints:
-        try:
-            parse_expression(decl.expr, names)
-        except ExpressionError as error:
-            raise AnnotuneError(error.message, decl.location_at(error.offset)) from None
     params = [Param(p.name, p.values, p.default) for p in problem.params]
     try:
         return Space(params, [c.expr for c in problem.constraints])
     except SpaceError as error:
+        if error.constraint is not None:
+            decl = problem.constraints[error.constraint]
+            raise AnnotuneError(error.message, decl.location_at(error.offset or 0)) from None
+        names = [p.name for p in problem.params]
         where = problem.param(error.param).location if error.param in names else None
         raise AnnotuneError(error.message, where) from None

@@ -167,7 +167,9 @@ def _annotations(
         try:
             parsed = find_tune_comments(comment.text)
         except GrammarError as error:
-            raise AnnotuneError(error.message, source.location(comment.start + error.offset)) from None
+            raise AnnotuneError(
+                error.message, source.location(comment.start + error.offset)
+            ) from None
         found.extend((comment, annotation) for annotation in parsed)
     return found
 
@@ -245,7 +247,9 @@ def _add_define_param(
             f"function-like macro '{define.name}' cannot be tuned", define.name_location
         )
     default = _define_value(define)
-    value_at = source.location(define.value_span.start) if define.value_span else define.name_location
+    value_at = (
+        source.location(define.value_span.start) if define.value_span else define.name_location
+    )
     if default is None:
         raise AnnotuneError(
             f"the value of '{define.name}' must be a number literal to be tuned",
@@ -376,9 +380,7 @@ def _add_literal_param(
 ) -> None:
     at = source.location(comment.start + annotation.offset)
     if annotation.name is None:
-        raise AnnotuneError(
-            "on a pragma, name the tunable literal: '@tune(NAME) DOMAIN'", at
-        )
+        raise AnnotuneError("on a pragma, name the tunable literal: '@tune(NAME) DOMAIN'", at)
     literals = _number_literals(directive.words)
     if annotation.clause is not None:
         literals = [

@@ -90,7 +90,9 @@ def load_file_config(config_path: Path, source: Path) -> FileConfig | None:
     try:
         text = config_path.read_text(encoding="utf-8")
     except OSError as error:
-        raise AnnotuneError(f"cannot read config: {error.strerror}", Location(str(config_path), 1, 1)) from None
+        raise AnnotuneError(
+            f"cannot read config: {error.strerror}", Location(str(config_path), 1, 1)
+        ) from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
@@ -111,7 +113,7 @@ def load_file_config(config_path: Path, source: Path) -> FileConfig | None:
     for entry in entries:
         path = entry.get("path")
         if not isinstance(path, str):
-            raise AnnotuneError("each [[file]] needs a path = \"...\"", locate.find("[[file]]"))
+            raise AnnotuneError('each [[file]] needs a path = "..."', locate.find("[[file]]"))
         if (config_path.parent / path).resolve() == target:
             return _file_config(entry, config_path, locate, locate.find(path).line)
     return None
@@ -125,13 +127,16 @@ def _file_config(entry: dict, config_path: Path, locate: _Locator, line: int) ->
                 locate.find(key, line - 1),
             )
     params = tuple(
-        _config_param(name, spec, locate, line) for name, spec in _table(entry, "params", locate, line).items()
+        _config_param(name, spec, locate, line)
+        for name, spec in _table(entry, "params", locate, line).items()
     )
     constraints = []
     for expr in _string_list(entry, "constraints", locate, line):
         constraints.append((expr, locate.find(expr, line - 1)))
     base = config_path.parent
-    include_dirs = tuple(str((base / d).resolve()) for d in _string_list(entry, "include", locate, line))
+    include_dirs = tuple(
+        str((base / d).resolve()) for d in _string_list(entry, "include", locate, line)
+    )
     defines = tuple(_string_list(entry, "defines", locate, line))
     return FileConfig(str(config_path), params, tuple(constraints), include_dirs, defines)
 
@@ -162,8 +167,10 @@ def _config_param(name: str, spec: object, locate: _Locator, line: int) -> Confi
                 )
         domain_text, default = spec.get("domain"), spec.get("default")
         if not isinstance(domain_text, str):
-            raise AnnotuneError(f"parameter {name} needs domain = \"...\"", at)
-        if default is not None and (isinstance(default, bool) or not isinstance(default, int | float)):
+            raise AnnotuneError(f'parameter {name} needs domain = "..."', at)
+        if default is not None and (
+            isinstance(default, bool) or not isinstance(default, int | float)
+        ):
             raise AnnotuneError(f"default of {name} must be a number", at)
     else:
         raise AnnotuneError(f"parameter {name} must be a domain string or a table", at)

@@ -170,7 +170,9 @@ def parse_source(
     try:
         path.read_bytes()
     except OSError as error:
-        raise AnnotuneError(f"cannot read file: {error.strerror}", Location(str(path), 1, 1)) from None
+        raise AnnotuneError(
+            f"cannot read file: {error.strerror}", Location(str(path), 1, 1)
+        ) from None
     language = language_of(path)
     args = clang_args(language, include_dirs or [], defines or [])
     index = ci.Index.create()
@@ -179,7 +181,9 @@ def parse_source(
             str(path), args=args, unsaved_files=[(SHIM_PATH, CUDA_SHIM)], options=_PARSE_OPTIONS
         )
     except ci.TranslationUnitLoadError:
-        raise AnnotuneError("libclang could not parse this file", Location(str(path), 1, 1)) from None
+        raise AnnotuneError(
+            "libclang could not parse this file", Location(str(path), 1, 1)
+        ) from None
 
     display = {os.path.realpath(str(path)): str(path)}
     missing: list[tuple[Location, str]] = []
@@ -342,8 +346,9 @@ def _functions(tu: ci.TranslationUnit, display: dict[str, str]) -> list[Function
                     is_kernel,
                 )
             )
-        elif cursor.kind in (ci.CursorKind.NAMESPACE, ci.CursorKind.LINKAGE_SPEC):
-            stack.extend(cursor.get_children())
-        elif cursor.kind in (ci.CursorKind.STRUCT_DECL, ci.CursorKind.CLASS_DECL):
+        elif cursor.kind in (
+            ci.CursorKind.NAMESPACE,
+            ci.CursorKind.LINKAGE_SPEC,
+        ) or cursor.kind in (ci.CursorKind.STRUCT_DECL, ci.CursorKind.CLASS_DECL):
             stack.extend(cursor.get_children())
     return found

@@ -295,4 +295,6 @@ def parse_param_pragma(body: str) -> ParamPragma:
         default, default_offset = cursor.number()
         cursor.take("punct", ")")
     _expect_end(cursor)
-    return ParamPragma(name_token.text, name_token.offset, domain, domain_offset, default, default_offset)
+    return ParamPragma(
+        name_token.text, name_token.offset, domain, domain_offset, default, default_offset
+    )

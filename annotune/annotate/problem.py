@@ -96,7 +96,9 @@ class ConstraintDecl:
         newlines = before.count("\n")
         if newlines == 0:
             return self.location.shifted(offset)
-        return Location(self.location.file, self.location.line + newlines, offset - before.rfind("\n"))
+        return Location(
+            self.location.file, self.location.line + newlines, offset - before.rfind("\n")
+        )
 
     def to_json(self) -> dict:
         return {"expr": self.text, "location": self.location.to_json()}

@@ -31,7 +31,6 @@ app = typer.Typer(
 )
 
 
-
 @app.callback()
 def _group() -> None:
     """Autotune the knobs marked in CUDA and OpenACC source."""

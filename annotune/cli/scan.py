@@ -18,9 +18,13 @@ def scan(
     file: Annotated[Path, typer.Argument(help="The annotated source (.cu, .cuh, .c, .cpp, .h).")],
     config: Annotated[
         Path | None,
-        typer.Option(help="Config file (default: nearest annotune.toml or pyproject.toml above FILE)."),
+        typer.Option(
+            help="Config file (default: nearest annotune.toml or pyproject.toml above FILE)."
+        ),
     ] = None,
-    json: Annotated[bool, typer.Option("--json", help="Print one JSON object and nothing else.")] = False,
+    json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object and nothing else.")
+    ] = False,
 ) -> None:
     """List the tunable parameters and constraints of FILE and the size of its search space."""
     with user_errors():

@@ -67,7 +67,8 @@ def test_openacc_clauses_pick_the_literal(tmp_path):
         "acc.c",
         """
         void f(int n, float *x) {
-        #pragma acc parallel loop num_gangs(256) vector_length(128) /* @tune(VL: vector_length) pow2(32, 512) */ /* @tune(G: num_gangs) values(128, 256) */
+        #pragma acc parallel loop num_gangs(256) vector_length(128) \\
+            /* @tune(VL: vector_length) pow2(32, 512) */ /* @tune(G: num_gangs) values(128, 256) */
           for (int i = 0; i < n; ++i) x[i] *= 2.0f;
         }
         """,
@@ -85,7 +86,9 @@ def test_ambiguous_pragma_literal_asks_for_a_clause(tmp_path):
         "acc.c",
         "#pragma acc parallel num_gangs(4) vector_length(128) // @tune(VL) pow2(32, 512)\n",
     )
-    with pytest.raises(AnnotuneError, match=r"2 number literals .*num_gangs\(4\).*@tune\(VL: clause\)"):
+    with pytest.raises(
+        AnnotuneError, match=r"2 number literals .*num_gangs\(4\).*@tune\(VL: clause\)"
+    ):
         read_problem(source)
 
 

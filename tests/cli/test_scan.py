@@ -105,8 +105,7 @@ ERROR_CASES = {
         "syntax error",
     ),
     "constraint calls something": (
-        "#define A 4 // @tune values(1, 2, 4)\n"
-        "#pragma annotune constraint __import__(A) > 0\n",
+        "#define A 4 // @tune values(1, 2, 4)\n#pragma annotune constraint __import__(A) > 0\n",
         "2:29",
         "syntax error",
     ),
@@ -116,7 +115,11 @@ ERROR_CASES = {
         "syntax error",
     ),
     "annotation on code": ("int a = 4; // @tune values(1, 4)\n", "1:15", "#define or #pragma"),
-    "pragma literal without a name": ("#pragma unroll 4 // @tune values(1, 4)\n", "1:21", "@tune(NAME)"),
+    "pragma literal without a name": (
+        "#pragma unroll 4 // @tune values(1, 4)\n",
+        "1:21",
+        "@tune(NAME)",
+    ),
     "non-numeric define": ("#define A foo // @tune values(1, 4)\n", "1:11", "number literal"),
 }
 
