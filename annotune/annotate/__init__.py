@@ -6,7 +6,7 @@ from pathlib import Path
 
 from annotune.annotate.collect import collect
 from annotune.annotate.config import FileConfig, find_config, load_file_config
-from annotune.annotate.frontend import parse_source
+from annotune.annotate.frontend import check_readable, parse_source
 from annotune.annotate.problem import ConstraintDecl, Problem, TunableParam, Use
 from annotune.diagnostics import AnnotuneError, Location
 from annotune.space import Param, Space, SpaceError
@@ -27,8 +27,7 @@ def read_problem(source: Path, *, config_path: Path | None = None) -> Problem:
     Without `config_path`, the nearest annotune.toml or [tool.annotune] above the source is used.
     Raises AnnotuneError, located, for every mistake.
     """
-    if not source.is_file():
-        raise AnnotuneError("no such file", Location(str(source), 1, 1))
+    check_readable(source)
     config = _file_config(source, config_path)
     parsed = parse_source(
         source,

@@ -69,7 +69,8 @@ def collect(parsed: ParsedSource, config: FileConfig | None = None) -> Problem:
         _add_pragma_param(collector, *args)
     if config is not None:
         _add_config(collector, config)
-    params = tuple(_with_uses(parsed, param) for param in collector.params.values())
+    uses = _uses(parsed, set(collector.params))
+    params = tuple(_with_uses(parsed, p, uses[p.name]) for p in collector.params.values())
     return Problem(
         source=Path(parsed.main.path),
         language=parsed.language,
@@ -81,8 +82,8 @@ def collect(parsed: ParsedSource, config: FileConfig | None = None) -> Problem:
     )
 
 
-def _with_uses(parsed: ParsedSource, param: TunableParam) -> TunableParam:
-    uses = _uses(parsed, param.name)
+def _with_uses(parsed: ParsedSource, param: TunableParam, found: list[Use]) -> TunableParam:
+    uses = tuple(found)
     if param.origin == "literal" and param.value_span is not None:
         function = parsed.function_at(param.location.file, param.value_span.start)
         literal_use = Use(
@@ -465,8 +466,9 @@ def _add_config(collector: _Collector, config: FileConfig) -> None:
 # --- uses ---------------------------------------------------------------------------------------
 
 
-def _uses(parsed: ParsedSource, name: str) -> tuple[Use, ...]:
-    uses: list[Use] = []
+def _uses(parsed: ParsedSource, names: set[str]) -> dict[str, list[Use]]:
+    """Every use of every parameter, in one pass over the tokens of the user's files."""
+    uses: dict[str, list[Use]] = {name: [] for name in names}
     for source in parsed.files:
         spans = sorted((d.hash_token.start, d.end, d) for d in source.directives)
         launch_depth = 0
@@ -481,10 +483,10 @@ def _uses(parsed: ParsedSource, name: str) -> tuple[Use, ...]:
                 else None
             )
             if in_directive is not None:
-                if token.text == name and token.kind == "identifier":
+                if token.kind == "identifier" and token.text in uses:
                     use = _directive_use(source, in_directive, token)
                     if use is not None:
-                        uses.append(use)
+                        uses[token.text].append(use)
                 continue
             if token.kind == "punctuation":
                 if token.text == "<<<":
@@ -496,10 +498,10 @@ def _uses(parsed: ParsedSource, name: str) -> tuple[Use, ...]:
                 continue
             if token.kind == "identifier" and token.text == "dim3":
                 statement_is_dim3 = True
-            if token.kind == "identifier" and token.text == name:
+            if token.kind == "identifier" and token.text in uses:
                 function = parsed.function_at(source.path, token.start)
                 kind = "launch" if launch_depth or statement_is_dim3 else "code"
-                uses.append(
+                uses[token.text].append(
                     Use(
                         kind,
                         source.location(token.start),
@@ -507,7 +509,7 @@ def _uses(parsed: ParsedSource, name: str) -> tuple[Use, ...]:
                         function.is_kernel if function else False,
                     )
                 )
-    return tuple(uses)
+    return uses
 
 
 def _directive_use(source: SourceFile, directive: Directive, token: Token) -> Use | None:

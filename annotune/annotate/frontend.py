@@ -132,15 +132,37 @@ class ParsedSource:
     missing_local_includes: list[tuple[Location, str]]
     language: str
     includes: dict[tuple[str, int], str]  # (file, line of #include "...") -> the local header
+    _by_file: dict[str, list[FunctionDef]] | None = field(default=None, repr=False)
 
     def file(self, path: str) -> SourceFile:
         return next(f for f in self.files if f.path == path)
 
     def function_at(self, file: str, offset: int) -> FunctionDef | None:
-        for function in self.functions:
-            if function.file == file and function.start <= offset < function.end:
+        """The innermost function definition around `offset` (bisect over sorted starts)."""
+        if self._by_file is None:
+            self._by_file = {}
+            for function in sorted(self.functions, key=lambda f: f.start):
+                self._by_file.setdefault(function.file, []).append(function)
+        functions = self._by_file.get(file, [])
+        index = bisect.bisect_right([f.start for f in functions], offset)
+        for function in reversed(functions[:index]):
+            if offset < function.end:
                 return function
         return None
+
+
+def check_readable(path: Path) -> None:
+    """A located error for a path that is missing, a directory, or unreadable."""
+    where = Location(str(path), 1, 1)
+    if path.is_dir():
+        raise AnnotuneError("is a directory, not a source file", where)
+    if not path.exists():
+        raise AnnotuneError("no such file", where)
+    try:
+        with path.open("rb"):
+            pass
+    except OSError as error:
+        raise AnnotuneError(f"cannot read file: {error.strerror}", where) from None
 
 
 def language_of(path: Path) -> str:
@@ -248,10 +270,13 @@ def _load_file(tu: ci.TranslationUnit, key: str, shown: str) -> SourceFile:
         ci.SourceLocation.from_offset(tu, clang_file, 0),
         ci.SourceLocation.from_offset(tu, clang_file, len(data)),
     )
-    tokens = [
-        Token(_token_kind(t), t.spelling, t.extent.start.offset, t.extent.end.offset)
-        for t in tu.get_tokens(extent=extent)
-    ]
+    tokens = []
+    for clang_token in tu.get_tokens(extent=extent):
+        span = clang_token.extent
+        start, end = span.start.offset, span.end.offset
+        # Spelled from the bytes: libclang's own spelling fails on invalid UTF-8.
+        text = data[start:end].decode("utf-8", errors="replace")
+        tokens.append(Token(_token_kind(clang_token), text, start, end))
     source = SourceFile(shown, data, tokens)
     source.directives = _directives(source)
     return source

@@ -172,3 +172,15 @@ def test_no_parameters_is_an_error(tmp_path):
 def test_prose_mentioning_tune_is_not_an_annotation(tmp_path):
     source = write(tmp_path, "d.c", "// see the @tune docs\n#define A 1 // @tune bool\n")
     assert [p.name for p in read_problem(source).params] == ["A"]
+
+
+def test_invalid_utf8_in_the_source_is_not_fatal(tmp_path):
+    source = tmp_path / "latin1.c"
+    source.write_bytes(b"/* caf\xe9 */\n#define A 3 // @tune values(1, 3)\nint \xff = 1;\n")
+    (a,) = read_problem(source).params
+    assert (a.name, a.default, a.location.line) == ("A", 3, 2)
+
+
+def test_a_directory_is_not_a_source(tmp_path):
+    with pytest.raises(AnnotuneError, match="is a directory"):
+        read_problem(tmp_path)
