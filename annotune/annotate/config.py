@@ -16,12 +16,16 @@ above the source that mentions it wins.
 from __future__ import annotations
 
 import re
+import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from annotune.annotate.grammar import Domain, GrammarError, Number, parse_domain
+from annotune.annotate.problem import RunSettings
 from annotune.diagnostics import AnnotuneError, Location
+
+PRESETS = ("nvcc", "gcc", "g++", "nvc", "nvc++", "cc", "c++")  # names build.compiler knows
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -29,7 +33,19 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 CONFIG_NAMES = ("annotune.toml", "pyproject.toml")
-_FILE_KEYS = {"path", "include", "constraints", "params", "defines"}
+_FILE_KEYS = {
+    "path",
+    "include",
+    "constraints",
+    "params",
+    "defines",
+    "compile",
+    "args",
+    "time_regex",
+    "timeout",
+    "repeats",
+    "warmup",
+}
 _PARAM_KEYS = {"domain", "default"}
 
 
@@ -50,6 +66,7 @@ class FileConfig:
     constraints: tuple[tuple[str, Location], ...] = ()
     include_dirs: tuple[str, ...] = ()
     defines: tuple[str, ...] = ()
+    settings: RunSettings = RunSettings()
 
 
 class _Locator:
@@ -138,7 +155,50 @@ def _file_config(entry: dict, config_path: Path, locate: _Locator, line: int) ->
         str((base / d).resolve()) for d in _string_list(entry, "include", locate, line)
     )
     defines = tuple(_string_list(entry, "defines", locate, line))
-    return FileConfig(str(config_path), params, tuple(constraints), include_dirs, defines)
+    settings = _settings(entry, locate, line)
+    return FileConfig(str(config_path), params, tuple(constraints), include_dirs, defines, settings)
+
+
+def _settings(entry: dict, locate: _Locator, line: int) -> RunSettings:
+    """`compile` (a string or a list of arguments), `args`, `time_regex`, and run limits."""
+    compile_value = entry.get("compile")
+    if isinstance(compile_value, str):
+        compile_value = [compile_value] if compile_value in PRESETS else shlex.split(compile_value)
+    elif compile_value is not None:
+        compile_value = _string_list(entry, "compile", locate, line)
+    numbers = {}
+    for key, kind in (("timeout", float), ("repeats", int), ("warmup", int)):
+        value = entry.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise AnnotuneError(f"'{key}' must be a number", locate.find(key, line - 1))
+        if value is not None and (value < 0 or (kind is int and int(value) != value)):
+            raise AnnotuneError(
+                f"'{key}' must be a non-negative {kind.__name__}", locate.find(key, line - 1)
+            )
+        numbers[key] = kind(value) if value is not None else None
+    regex = entry.get("time_regex")
+    if regex is not None:
+        if not isinstance(regex, str):
+            raise AnnotuneError(
+                "'time_regex' must be a string", locate.find("time_regex", line - 1)
+            )
+        try:
+            groups = re.compile(regex).groups
+        except re.error as error:
+            raise AnnotuneError(
+                f"invalid time_regex: {error}", locate.find("time_regex", line - 1)
+            ) from None
+        if groups < 1:
+            raise AnnotuneError(
+                "time_regex needs a group capturing the milliseconds, e.g. 'took ([0-9.]+) ms'",
+                locate.find("time_regex", line - 1),
+            )
+    return RunSettings(
+        compile=tuple(compile_value) if compile_value else None,
+        args=tuple(_string_list(entry, "args", locate, line)),
+        time_regex=regex,
+        **numbers,
+    )
 
 
 def _table(entry: dict, key: str, locate: _Locator, line: int) -> dict:

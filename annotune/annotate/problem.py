@@ -105,6 +105,19 @@ class ConstraintDecl:
 
 
 @dataclass(frozen=True)
+class RunSettings:
+    """How to build and run the program: from `[[file]]` in the config, or
+    `#pragma annotune args ...` for the program's arguments. None means "the default"."""
+
+    compile: tuple[str, ...] | None = None  # a compile command template (see build.compiler)
+    args: tuple[str, ...] = ()
+    time_regex: str | None = None
+    timeout: float | None = None
+    repeats: int | None = None
+    warmup: int | None = None
+
+
+@dataclass(frozen=True)
 class Problem:
     """A source file's tuning problem: parameters, constraints and the files they live in."""
 
@@ -115,6 +128,7 @@ class Problem:
     files: tuple[str, ...]
     config_file: str | None = None
     missing_includes: tuple[tuple[Location, str], ...] = ()  # local headers not found
+    settings: RunSettings = RunSettings()
 
     def param(self, name: str) -> TunableParam:
         for param in self.params:
