@@ -20,11 +20,18 @@ from annotune.annotate.grammar import (
     parse_number,
     parse_param_pragma,
 )
-from annotune.annotate.problem import ConstraintDecl, Problem, TextSpan, TunableParam, Use
+from annotune.annotate.problem import (
+    ConstraintDecl,
+    Problem,
+    RunSettings,
+    TextSpan,
+    TunableParam,
+    Use,
+)
 from annotune.diagnostics import AnnotuneError, Location
 
 _CONDITIONALS = {"if", "ifdef", "ifndef"}
-_ANNOTUNE_PRAGMAS = ("param", "constraint")
+_ANNOTUNE_PRAGMAS = ("param", "constraint", "args")
 
 
 @dataclass(frozen=True)
@@ -48,6 +55,7 @@ class _Collector:
     constraints: list[ConstraintDecl] = field(default_factory=list)
     defines: dict[str, _Define] = field(default_factory=dict)
     pending_pragma_params: list[tuple] = field(default_factory=list)
+    program_args: list[str] | None = None
 
     def add(self, param: TunableParam) -> None:
         first = self.params.get(param.name)
@@ -79,7 +87,16 @@ def collect(parsed: ParsedSource, config: FileConfig | None = None) -> Problem:
         files=tuple(f.path for f in parsed.files),
         config_file=config.config_file if config else None,
         missing_includes=tuple(parsed.missing_local_includes),
+        settings=_settings(collector, config),
     )
+
+
+def _settings(collector: _Collector, config: FileConfig | None) -> RunSettings:
+    """The config's settings; program arguments from the config win over the pragma's."""
+    settings = config.settings if config is not None else RunSettings()
+    if not settings.args and collector.program_args:
+        settings = dataclasses.replace(settings, args=tuple(collector.program_args))
+    return settings
 
 
 def _with_uses(parsed: ParsedSource, param: TunableParam, found: list[Use]) -> TunableParam:
@@ -316,6 +333,13 @@ def _annotune_pragma(collector: _Collector, source: SourceFile, directive: Direc
         )
     start, end = words[2].start, words[-1].end
     body = _join_continuations(source.slice(start, end))
+    if words[1].text == "args":
+        if collector.program_args is not None:
+            raise AnnotuneError(
+                "duplicate '#pragma annotune args'", source.location(words[1].start)
+            )
+        collector.program_args = _program_args(words[2:])
+        return
     if words[1].text == "constraint":
         collector.constraints.append(ConstraintDecl(body, source.location(start)))
         return
@@ -325,6 +349,22 @@ def _annotune_pragma(collector: _Collector, source: SourceFile, directive: Direc
         raise AnnotuneError(error.message, source.location(start + error.offset)) from None
     # Resolved after every file is read: its default may come from a #define seen later.
     collector.pending_pragma_params.append((source, start, pragma))
+
+
+def _program_args(words: tuple[Token, ...]) -> list[str]:
+    """Arguments as written, split at whitespace; a C string literal is one, without quotes."""
+    args: list[str] = []
+    previous_end = -1
+    for word in words:
+        text = word.text
+        if len(text) >= 2 and text[0] == text[-1] == '"':
+            text = text[1:-1].replace('\\"', '"').replace("\\\\", "\\")
+        if word.start == previous_end and args:
+            args[-1] += text
+        else:
+            args.append(text)
+        previous_end = word.end
+    return args
 
 
 def _join_continuations(text: str) -> str:

@@ -23,6 +23,8 @@ import clang.cindex as ci
 from annotune.diagnostics import AnnotuneError, Location
 
 SHIM_PATH = "/__annotune__/cuda_shim.h"
+ANNOTUNE_INCLUDE_DIR = Path(__file__).resolve().parent.parent / "include"
+"""annotune's own headers (annotune_timing.h): on every include path, never the user's files."""
 
 # Just enough of CUDA for libclang to build an AST of a .cu file without the toolkit.
 CUDA_SHIM = """
@@ -178,7 +180,7 @@ def clang_args(language: str, include_dirs: list[str], defines: list[str]) -> li
     else:
         args = ["-x", "c++", "-std=c++17"]
     args += ["-nostdinc", "-fopenacc", "-fopenmp", "-Wno-everything"]
-    args += [f"-I{d}" for d in include_dirs]
+    args += [f"-I{d}" for d in include_dirs] + [f"-I{ANNOTUNE_INCLUDE_DIR}"]
     args += [f"-D{d}" for d in defines]
     return args
 
@@ -246,7 +248,7 @@ def _collect_local_includes(
             missing.append((where, cursor.spelling))
             continue
         key = os.path.realpath(included.name)
-        if key == SHIM_PATH:
+        if key == SHIM_PATH or Path(key).parent == ANNOTUNE_INCLUDE_DIR:
             continue
         if key not in display:
             display[key] = os.path.normpath(included.name)

@@ -4,8 +4,11 @@ import os
 import sys
 
 from annotune.cli import (
+    bench,  # noqa: F401  (registers the command)
     build,  # noqa: F401  (registers the command)
+    lift,  # noqa: F401  (registers the command)
     scan,  # noqa: F401  (registers the command)
+    tune,  # noqa: F401  (registers the command)
 )
 from annotune.cli.app import EXIT_FAILED, app
 

@@ -184,3 +184,15 @@ def test_invalid_utf8_in_the_source_is_not_fatal(tmp_path):
 def test_a_directory_is_not_a_source(tmp_path):
     with pytest.raises(AnnotuneError, match="is a directory"):
         read_problem(tmp_path)
+
+
+def test_program_arguments_from_a_pragma(tmp_path):
+    source = write(
+        tmp_path,
+        "args.c",
+        """
+        #pragma annotune args 1024 "input data.txt" --verbose
+        #define A 1 // @tune bool
+        """,
+    )
+    assert read_problem(source).settings.args == ("1024", "input data.txt", "--verbose")

@@ -1,0 +1,214 @@
+"""`annotune tune FILE`: build, measure and search; write tuned/<device>/<stem>.h."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from annotune.annotate import Problem, read_problem
+from annotune.build import CompilerCommand
+from annotune.cli.app import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    app,
+    print_json,
+    stderr,
+    stdout,
+    user_errors,
+)
+from annotune.diagnostics import AnnotuneError
+from annotune.run.program import RunSpec
+from annotune.strategies import STRATEGY_NAMES
+from annotune.tuner import TuneOptions, TuneProgress, TuneReport, speedup, tune
+
+
+@app.command("tune")
+def tune_command(
+    file: Annotated[Path, typer.Argument(help="The annotated source to tune.")],
+    budget: Annotated[int, typer.Option(help="Measurements to make (reused ones count).")] = 100,
+    seconds: Annotated[
+        float | None, typer.Option(help="Stop after this much wall time, too.")
+    ] = None,
+    strategy: Annotated[
+        str, typer.Option(help=f"Search strategy: {', '.join(STRATEGY_NAMES)}.")
+    ] = "iterml",
+    seed: Annotated[int, typer.Option(help="Random seed: the same seed, the same search.")] = 0,
+    device: Annotated[
+        str | None, typer.Option(help="Device name (default: the GPU's name, else cpu-<model>).")
+    ] = None,
+    jobs: Annotated[
+        int | None, typer.Option(help="Parallel compiles (default: the core count).")
+    ] = None,
+    out_dir: Annotated[
+        Path | None, typer.Option(help="Where headers go (default: tuned/ beside FILE).")
+    ] = None,
+    db: Annotated[
+        Path | None,
+        typer.Option(help="Results database (default: .annotune/results.db beside FILE)."),
+    ] = None,
+    fresh: Annotated[bool, typer.Option(help="Forget earlier measurements of this study.")] = False,
+    compiler: Annotated[
+        str | None,
+        typer.Option(
+            help="Compile command: a preset (nvcc, gcc, g++, nvc, nvc++, cc, c++) or a template "
+            "with {source} {output} [{defines} {includes}]."
+        ),
+    ] = None,
+    arg: Annotated[
+        list[str] | None, typer.Option("--arg", help="A program argument (repeatable).")
+    ] = None,
+    repeats: Annotated[
+        int | None, typer.Option(help="Timed runs per configuration (default 5).")
+    ] = None,
+    warmup: Annotated[int | None, typer.Option(help="Untimed runs first (default 1).")] = None,
+    timeout: Annotated[
+        float | None, typer.Option(help="Seconds before a run counts as hung (default 60).")
+    ] = None,
+    time_regex: Annotated[
+        str | None, typer.Option(help="Regex whose first group is the time in ms.")
+    ] = None,
+    config: Annotated[Path | None, typer.Option(help="Config file (default: nearest).")] = None,
+    json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object and nothing else.")
+    ] = False,
+) -> None:
+    """Tune FILE on this machine: compile variants, time them, search, write the header."""
+    with user_errors():
+        if strategy not in STRATEGY_NAMES:
+            raise AnnotuneError(
+                f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGY_NAMES)}"
+            )
+        if budget < 1:
+            raise AnnotuneError("--budget must be at least 1")
+        problem = read_problem(file, config_path=config)
+        options = TuneOptions(
+            strategy=strategy,
+            budget=budget,
+            seconds=seconds,
+            seed=seed,
+            device=device,
+            jobs=jobs,
+            out_dir=out_dir,
+            db_path=db,
+            fresh=fresh,
+            compiler=_compiler(problem, compiler),
+            compile_timeout=300.0,
+            run=_run_spec(problem, arg, repeats, warmup, timeout, time_regex),
+        )
+        with _ProgressDisplay(enabled=not json and stderr.is_terminal) as display:
+            report = tune(problem, options, display.update)
+    if json:
+        print_json(report.to_json())
+    else:
+        _print_report(report)
+    if report.interrupted:
+        raise typer.Exit(code=EXIT_INTERRUPTED)
+    if report.best is None:
+        stderr.print("annotune: error: no configuration ran successfully", highlight=False)
+        raise typer.Exit(code=EXIT_FAILED)
+
+
+def _compiler(problem: Problem, text: str | None) -> CompilerCommand | None:
+    if text is not None:
+        return CompilerCommand.parse(text)
+    if problem.settings.compile:
+        argv = problem.settings.compile
+        return (
+            CompilerCommand.parse(argv[0])
+            if len(argv) == 1
+            else CompilerCommand.parse(shlex.join(argv))
+        )
+    return None
+
+
+def _run_spec(
+    problem: Problem,
+    args: list[str] | None,
+    repeats: int | None,
+    warmup: int | None,
+    timeout: float | None,
+    time_regex: str | None,
+) -> RunSpec:
+    settings = problem.settings
+
+    def pick(cli, configured, default):
+        return cli if cli is not None else configured if configured is not None else default
+
+    try:
+        return RunSpec(
+            args=tuple(args) if args else settings.args,
+            timeout=pick(timeout, settings.timeout, 60.0),
+            warmup=pick(warmup, settings.warmup, 1),
+            repeats=pick(repeats, settings.repeats, 5),
+            time_regex=pick(time_regex, settings.time_regex, None),
+        )
+    except (ValueError, TypeError) as error:
+        raise AnnotuneError(str(error)) from None
+
+
+class _ProgressDisplay:
+    """A live progress bar on a terminal; one line per new best otherwise (CI logs)."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[status]}"),
+            TimeElapsedColumn(),
+            console=stderr,
+            transient=False,
+            disable=not enabled,
+        )
+        self.task = None
+        self.best: float | None = None
+
+    def __enter__(self) -> _ProgressDisplay:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.progress.__exit__(*exc)
+
+    def update(self, p: TuneProgress) -> None:
+        status = (
+            f"iter {p.iteration}  best {_ms(p.best_time)}  default {_ms(p.default_time)}  "
+            f"reused {p.reused}  failed {p.compile_failures} compile / {p.run_failures} run"
+        )
+        if self.task is None:
+            self.task = self.progress.add_task(
+                f"tuning on {p.device} ({p.strategy})", total=p.budget, status=status
+            )
+        self.progress.update(self.task, completed=p.evaluations, status=status)
+        if not self.enabled and p.best_time is not None and p.best_time != self.best:
+            self.best = p.best_time
+            stderr.print(
+                f"[{p.evaluations}/{p.budget}] best {_ms(p.best_time)}: {p.best_params}",
+                highlight=False,
+            )
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g} ms"
+
+
+def _print_report(report: TuneReport) -> None:
+    gain = speedup(report)
+    stdout.print(f"device        {report.device}")
+    stdout.print(
+        f"measurements  {report.evaluations} of {report.space_size:,} legal "
+        f"({report.reused} reused, {report.invalid} invalid)"
+    )
+    stdout.print(f"default       {_ms(report.default.time)}  {report.default.params}")
+    if report.best is not None:
+        faster = f"  ({gain:.2f}x faster)" if gain else ""
+        stdout.print(f"best          {_ms(report.best.time)}{faster}  {report.best.params}")
+    if report.header is not None:
+        stdout.print(f"header        {report.header}")
+    if report.interrupted:
+        stdout.print("interrupted: every measurement so far is kept; run again to resume")

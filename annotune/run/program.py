@@ -1,0 +1,180 @@
+"""Program mode: run a built executable and read how long its work took.
+
+The time comes, in order of preference, from the lines `annotune-time-ms: X` printed by
+annotune's timing header (`annotune_timing.h`: CUDA events under nvcc, a steady clock on the
+host), from a user regex whose first group is milliseconds, or from the process's wall time.
+Each configuration is run `warmup` times untimed, then `repeats` times; its time is the median.
+A non-zero exit, a timeout, a missing time or an `annotune-check:` value that differs from the
+default configuration's makes the configuration invalid, with the reason kept.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from annotune.build import BuildResult
+from annotune.db import Measurement
+
+TIME_LINE = re.compile(r"^annotune-time-ms:\s*([-+0-9.eEinfa]+)\s*$", re.MULTILINE)
+CHECK_LINE = re.compile(r"^annotune-check:\s*(\S+)\s*$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """How to run a variant: arguments, working directory, repeats and limits."""
+
+    args: tuple[str, ...] = ()
+    cwd: Path | None = None
+    timeout: float = 60.0
+    warmup: int = 1
+    repeats: int = 5
+    time_regex: str | None = None
+    check_tolerance: float = 1e-6
+
+    def __post_init__(self) -> None:
+        if self.repeats < 1:
+            raise ValueError("repeats must be at least 1")
+        if self.warmup < 0:
+            raise ValueError("warmup must be non-negative")
+        if self.time_regex is not None and re.compile(self.time_regex).groups < 1:
+            raise ValueError("the time regex needs a group capturing the milliseconds")
+
+    def to_json(self) -> dict:
+        """What changes a time: part of the results database's study key."""
+        return {
+            "args": list(self.args),
+            "warmup": self.warmup,
+            "repeats": self.repeats,
+            "time_regex": self.time_regex,
+        }
+
+
+@dataclass(frozen=True)
+class _Run:
+    ms: float | None
+    check: float | None
+    error: str = ""
+    status: str = "ok"
+
+
+class ProgramRunner:
+    """Measures executables one at a time (never in parallel: timings must not interfere)."""
+
+    def __init__(self, spec: RunSpec):
+        self.spec = spec
+        self._regex = re.compile(spec.time_regex, re.MULTILINE) if spec.time_regex else None
+
+    def measure(self, build: BuildResult, reference_check: float | None = None) -> Measurement:
+        """Run `build` (warm-up, then repeats) into one Measurement; failures are statuses."""
+        info = _compile_info(build)
+        if build.executable is None:
+            return Measurement(build.params, "compile_error", error=build.error, compile_info=info)
+        times: list[float] = []
+        check = None
+        for attempt in range(self.spec.warmup + self.spec.repeats):
+            run = self._run_once(build.executable)
+            if run.status != "ok":
+                return Measurement(build.params, run.status, error=run.error, compile_info=info)
+            if run.check is not None:
+                check = run.check
+                if reference_check is not None and not _close(
+                    run.check, reference_check, self.spec.check_tolerance
+                ):
+                    return Measurement(
+                        build.params,
+                        "wrong_output",
+                        error=f"check value {run.check!r} differs from the default's "
+                        f"{reference_check!r}",
+                        compile_info=info,
+                    )
+            if attempt >= self.spec.warmup:
+                times.append(run.ms)  # type: ignore[arg-type]
+        if check is not None:
+            info = {**info, "check": check}
+        return Measurement(
+            build.params,
+            "ok",
+            time=statistics.median(times),
+            times=tuple(times),
+            compile_info=info,
+        )
+
+    def _run_once(self, executable: Path) -> _Run:
+        argv = [str(executable), *self.spec.args]
+        started = time.perf_counter()
+        try:
+            done = subprocess.run(
+                argv,
+                cwd=self.spec.cwd,
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=self.spec.timeout,
+                stdin=subprocess.DEVNULL,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            return _Run(None, None, f"timed out after {self.spec.timeout:g} s", "timeout")
+        except OSError as error:
+            return _Run(None, None, f"cannot run: {error.strerror}", "runtime_error")
+        wall_ms = (time.perf_counter() - started) * 1e3
+        if done.returncode != 0:
+            reason = _last_line(done.stderr) or _last_line(done.stdout)
+            how = f"signal {-done.returncode}" if done.returncode < 0 else f"code {done.returncode}"
+            return _Run(None, None, f"exited with {how}: {reason}"[:500], "runtime_error")
+        ms = self._time(done.stdout, wall_ms)
+        if ms is None:
+            return _Run(None, None, "no time found in the program's output", "runtime_error")
+        checks = CHECK_LINE.findall(done.stdout)
+        check = _number(checks[-1]) if checks else None
+        return _Run(ms, check)
+
+    def _time(self, stdout: str, wall_ms: float) -> float | None:
+        reported = [_number(v) for v in TIME_LINE.findall(stdout)]
+        reported = [v for v in reported if v is not None and math.isfinite(v) and v >= 0]
+        if reported:
+            return statistics.median(reported)
+        if self._regex is not None:
+            found = [_number(m.group(1)) for m in self._regex.finditer(stdout)]
+            found = [v for v in found if v is not None and math.isfinite(v)]
+            return statistics.median(found) if found else None
+        return wall_ms
+
+
+def _compile_info(build: BuildResult) -> dict:
+    info: dict = {"compile_seconds": round(build.seconds, 3)}
+    if build.resources:
+        info["kernels"] = {
+            name: {
+                "registers": r.registers,
+                "shared_bytes": r.shared_bytes,
+                "spill_stores": r.spill_stores,
+                "spill_loads": r.spill_loads,
+            }
+            for name, r in build.resources.items()
+        }
+    return info
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _close(value: float, reference: float, tolerance: float) -> bool:
+    if math.isnan(value) or math.isnan(reference):
+        return False
+    return abs(value - reference) <= tolerance * max(1.0, abs(reference))
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else ""

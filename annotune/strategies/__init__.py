@@ -1,0 +1,63 @@
+"""Search strategies behind one ask/tell interface, created by name.
+
+`create("iterml", cut=0.3)` returns a fresh strategy; `STRATEGY_NAMES` lists the names the
+command line accepts. `iterml-paper` is the plain Algorithm 1 of Cui & Feng, kept so the
+default can be compared with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from annotune.strategies.base import (
+    Budget,
+    Candidates,
+    Measure,
+    Result,
+    SearchOutcome,
+    Strategy,
+    run_search,
+)
+from annotune.strategies.exhaustive import Exhaustive
+from annotune.strategies.iterml import IterML
+from annotune.strategies.random_search import RandomSearch
+
+_FACTORIES: dict[str, Callable[..., Strategy]] = {
+    "iterml": IterML,
+    # The paper's setting: 20 random picks per iteration, half the remaining space cut.
+    "iterml-paper": lambda **options: IterML(
+        **{"paper": True, "pick": 20, "initial": None, "cut": 0.5, **options}
+    ),
+    "random": RandomSearch,
+    "exhaustive": Exhaustive,
+}
+
+STRATEGY_NAMES = tuple(_FACTORIES)
+
+
+def create(name: str, **options: Any) -> Strategy:
+    """A new strategy by name; `options` go to its constructor (IterML's are documented there)."""
+    try:
+        factory = _FACTORIES[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown strategy {name!r}; choose one of {', '.join(STRATEGY_NAMES)}"
+        ) from None
+    return factory(**options)
+
+
+__all__ = [
+    "STRATEGY_NAMES",
+    "Budget",
+    "Candidates",
+    "Exhaustive",
+    "IterML",
+    "Measure",
+    "RandomSearch",
+    "Result",
+    "SearchOutcome",
+    "Strategy",
+    "create",
+    "run_search",
+]

@@ -1,0 +1,341 @@
+"""The tuning loop: strategy, builder, runner and database joined, one batch at a time.
+
+Every measurement is committed to the database as it completes, so a crash, SIGKILL or Ctrl-C
+loses at most the one being taken; a re-run with the same settings resumes: configurations
+already in the database are served from it ("reused") and never measured again. The default
+configuration is always measured first: its time is the baseline, and its `annotune-check:`
+value is the reference every other configuration's output must match.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from annotune import __version__
+from annotune.annotate import Problem, problem_space
+from annotune.build import Builder, CompilerCommand
+from annotune.db import Database, Measurement, Study, StudyKey, config_key, default_db_path
+from annotune.devices import current_device_name
+from annotune.emit import render_header, tuned_header_path, write_if_changed
+from annotune.run.program import ProgramRunner, RunSpec
+from annotune.space import Space, SpaceTooLarge
+from annotune.strategies import Budget, Candidates, Result, Strategy, create, run_search
+
+Number = int | float
+
+MAX_CANDIDATES = 1_000_000
+"""Spaces with more legal configurations are searched over a uniform sample of this many."""
+
+
+@dataclass(frozen=True)
+class TuneOptions:
+    """Everything `tune` can be told; every field has a documented default."""
+
+    strategy: str = "iterml"
+    budget: int | None = 100  # measurements (new + reused); None = until the strategy is done
+    seconds: float | None = None  # wall-time budget
+    seed: int = 0
+    device: str | None = None  # default: the GPU's name, else cpu-<model>
+    jobs: int | None = None  # parallel compiles; default: the core count
+    out_dir: Path | None = None  # default: tuned/ beside the source
+    db_path: Path | None = None  # default: .annotune/results.db beside the source
+    cache_dir: Path | None = None  # default: .annotune/cache beside the source
+    fresh: bool = False
+    compiler: CompilerCommand | None = None  # default: by language (see build.compiler)
+    compile_timeout: float = 300.0
+    run: RunSpec = field(default_factory=RunSpec)
+
+
+@dataclass
+class TuneProgress:
+    """What a progress display shows; updated after every measurement."""
+
+    device: str
+    space_size: int
+    budget: int | None
+    strategy: str
+    iteration: int = 0
+    evaluations: int = 0
+    reused: int = 0
+    measured: int = 0
+    compile_failures: int = 0
+    run_failures: int = 0
+    best_time: float | None = None
+    best_params: dict[str, Number] | None = None
+    default_time: float | None = None
+    last_error: str = ""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    params: dict[str, Number]
+    time: float | None
+
+    def to_json(self) -> dict:
+        return {"params": self.params, "time": self.time}
+
+
+@dataclass(frozen=True)
+class TuneReport:
+    device: str
+    evaluations: int
+    reused: int
+    invalid: int
+    best: Outcome | None
+    default: Outcome
+    header: Path | None
+    interrupted: bool
+    space_size: int
+    db_path: Path
+
+    def to_json(self) -> dict:
+        return {
+            "device": self.device,
+            "evaluations": self.evaluations,
+            "reused": self.reused,
+            "invalid": self.invalid,
+            "best": self.best.to_json() if self.best else None,
+            "default": self.default.to_json(),
+            "header": str(self.header) if self.header else None,
+            "interrupted": self.interrupted,
+            "space_size": self.space_size,
+            "db": str(self.db_path),
+        }
+
+
+ProgressCallback = Callable[[TuneProgress], None]
+
+
+def tune(
+    problem: Problem, options: TuneOptions, on_progress: ProgressCallback | None = None
+) -> TuneReport:
+    """Tune `problem` on this machine and write the best configuration's header.
+
+    Ctrl-C (KeyboardInterrupt) stops the search cleanly: what was measured is kept and the
+    best-so-far header is still written; the report says `interrupted`.
+    """
+    space = problem_space(problem)
+    rng = np.random.default_rng(options.seed)
+    legal = _legal_rows(space, rng)
+    candidates = Candidates(space.decode(legal), space.names)
+    device = options.device or current_device_name()
+    source_dir = problem.source.parent
+    run_spec = options.run if options.run.cwd else replace(options.run, cwd=source_dir)
+    builder = Builder(
+        problem,
+        compiler=options.compiler,
+        cache_dir=options.cache_dir or source_dir / ".annotune" / "cache",
+        jobs=options.jobs,
+        timeout=options.compile_timeout,
+    )
+    db_path = options.db_path or default_db_path(problem.source)
+    with Database(db_path) as db:
+        key = StudyKey.for_problem(
+            problem,
+            device=device,
+            build={"compiler": builder.identity(), "run": run_spec.to_json()},
+        )
+        study = db.open_study(key, fresh=options.fresh)
+        session = _Session(
+            problem, space, legal, db, study, builder, ProgramRunner(run_spec), on_progress
+        )
+        session.progress = TuneProgress(device, len(legal), options.budget, options.strategy)
+        interrupted = False
+        try:
+            known = session.measure_default()
+            left = None if options.budget is None else options.budget - session.progress.evaluations
+            run_search(
+                _KnownFirst(create(options.strategy), known),
+                candidates,
+                session.measure,
+                budget=Budget(max(0, left) if left is not None else None, options.seconds),
+                rng=rng,
+                batch_size=max(1, builder.jobs),
+                on_batch=session.after_batch,
+            )
+        except KeyboardInterrupt:
+            interrupted = True
+        return session.finish(options, interrupted, db_path)
+
+
+def _legal_rows(space: Space, rng: np.random.Generator) -> np.ndarray:
+    try:
+        legal = space.legal_indices()
+    except SpaceTooLarge:
+        return space.sample(MAX_CANDIDATES, rng)
+    if len(legal) > MAX_CANDIDATES:
+        return legal[np.sort(rng.choice(len(legal), MAX_CANDIDATES, replace=False))]
+    return legal
+
+
+class _KnownFirst(Strategy):
+    """A strategy told of results measured before the search (the default configuration).
+
+    They are told once the strategy starts, and filtered out of what it asks for, so they
+    cost no budget and are never measured twice.
+    """
+
+    def __init__(self, inner: Strategy, known: Sequence[Result]):
+        self.inner = inner
+        self.known = {result.index: result for result in known}
+        self.name = inner.name
+
+    def start(self, candidates: Candidates, rng: np.random.Generator) -> None:
+        self.inner.start(candidates, rng)
+        if self.known:
+            self.inner.tell(list(self.known.values()))
+
+    def ask(self, max_count: int) -> list[int]:
+        while True:
+            asked = self.inner.ask(max_count)
+            fresh = [i for i in asked if i not in self.known]
+            if fresh or not asked:
+                return fresh
+
+    def tell(self, results: Sequence[Result]) -> None:
+        self.inner.tell(results)
+
+    def progress(self) -> dict[str, float]:
+        return self.inner.progress()
+
+
+class _Session:
+    """The state of one `tune` call: what was measured, reused, and the best so far."""
+
+    def __init__(
+        self,
+        problem: Problem,
+        space: Space,
+        legal: np.ndarray,
+        db: Database,
+        study: Study,
+        builder: Builder,
+        runner: ProgramRunner,
+        on_progress: ProgressCallback | None,
+    ):
+        self.problem = problem
+        self.space = space
+        self.legal = legal
+        self.db = db
+        self.study = study
+        self.builder = builder
+        self.runner = runner
+        self.on_progress = on_progress
+        self.known = {config_key(m.params): m for m in db.measurements(study)}
+        self.seen: set[str] = set()
+        self.invalid = 0
+        self.default_params = space.to_dicts(space.default_row()[None, :])[0]
+        self.reference_check: float | None = None
+        self.progress: TuneProgress
+
+    def _report(self) -> None:
+        if self.on_progress is not None:
+            self.on_progress(self.progress)
+
+    def measure_default(self) -> list[Result]:
+        """Measure the default first; its result, as a row of the space if it is legal."""
+        (measurement,) = self._measure_configs([self.default_params])
+        if measurement.status == "ok":
+            self.progress.default_time = measurement.time
+            self.reference_check = measurement.compile_info.get("check")
+        self._report()
+        row = np.flatnonzero((self.legal == self.space.default_row()).all(axis=1))
+        if not len(row):
+            return []
+        time = measurement.time if measurement.status == "ok" else None
+        return [Result(int(row[0]), time, measurement.error)]
+
+    def measure(self, indices: Sequence[int]) -> list[Result]:
+        configs = self.space.to_dicts(self.legal[np.asarray(indices, dtype=np.int64)])
+        measurements = self._measure_configs(configs)
+        return [
+            Result(index, m.time if m.status == "ok" else None, m.error)
+            for index, m in zip(indices, measurements, strict=True)
+        ]
+
+    def _measure_configs(self, configs: list[dict[str, Number]]) -> list[Measurement]:
+        """Serve what the database has; build the rest in parallel, then run them one by one."""
+        found: dict[int, Measurement] = {}
+        to_build: list[int] = []
+        for i, params in enumerate(configs):
+            known = self.known.get(config_key(params))
+            if known is not None:
+                found[i] = known
+                self._count(params, known, reused=True)
+            else:
+                to_build.append(i)
+        builds = self.builder.build([configs[i] for i in to_build]) if to_build else []
+        for i, build in zip(to_build, builds, strict=True):
+            measurement = self.runner.measure(build, self.reference_check)
+            self.db.record(self.study, measurement)
+            self.known[config_key(measurement.params)] = measurement
+            found[i] = measurement
+            self._count(configs[i], measurement, reused=False)
+        return [found[i] for i in range(len(configs))]
+
+    def _count(self, params: dict[str, Number], m: Measurement, *, reused: bool) -> None:
+        key = config_key(params)
+        if key in self.seen:
+            return
+        self.seen.add(key)
+        p = self.progress
+        p.evaluations += 1
+        p.reused += reused
+        p.measured += not reused
+        if m.status == "ok":
+            if p.best_time is None or m.time < p.best_time:  # type: ignore[operator]
+                p.best_time, p.best_params = m.time, dict(params)
+        else:
+            self.invalid += 1
+            p.compile_failures += m.status == "compile_error"
+            p.run_failures += m.status != "compile_error"
+            p.last_error = f"{m.status}: {m.error}"
+        self._report()
+
+    def after_batch(self, results: Sequence[Result], outcome, strategy: Strategy) -> None:
+        self.progress.iteration = int(strategy.progress().get("iteration", 0))
+        self._report()
+
+    def finish(self, options: TuneOptions, interrupted: bool, db_path: Path) -> TuneReport:
+        p = self.progress
+        default = Outcome(self.default_params, p.default_time)
+        best = Outcome(p.best_params, p.best_time) if p.best_params is not None else None
+        header = None
+        if best is not None:
+            header = tuned_header_path(self.problem.source, p.device, options.out_dir)
+            text = render_header(
+                self.problem,
+                best.params,
+                device=p.device,
+                space_size=len(self.legal),
+                measurements=p.evaluations,
+                default_time=p.default_time,
+                best_time=best.time,
+                tool_version=__version__,
+            )
+            write_if_changed(header, text)
+        return TuneReport(
+            device=p.device,
+            evaluations=p.evaluations,
+            reused=p.reused,
+            invalid=self.invalid,
+            best=best,
+            default=default,
+            header=header,
+            interrupted=interrupted,
+            space_size=len(self.legal),
+            db_path=db_path,
+        )
+
+
+def speedup(report: TuneReport) -> float | None:
+    """Default time over best time, when both are known."""
+    if report.best is None or not report.best.time or report.default.time is None:
+        return None
+    value = report.default.time / report.best.time
+    return value if math.isfinite(value) else None

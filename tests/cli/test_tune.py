@@ -1,0 +1,137 @@
+"""`annotune tune` as a user runs it: JSON output, SIGKILL and resume, Ctrl-C, bad options."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
+
+ARGS = ["--device", "test-device", "--repeats", "1", "--warmup", "0", "--timeout", "1"]
+
+
+@pytest.fixture
+def workdir(tmp_path, data_dir):
+    shutil.copy(data_dir / "synthetic" / "synthetic.c", tmp_path / "synthetic.c")
+    return tmp_path
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def annotune(workdir: Path, *args: str) -> subprocess.Popen:
+    """The real command in its own process (importable from the checkout, installed or not)."""
+    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH", "")]))
+    env = {**os.environ, "ANNOTUNE_TEST_LOG": str(workdir / "runs.log"), "PYTHONPATH": path}
+    return subprocess.Popen(
+        [sys.executable, "-m", "annotune", *args],
+        cwd=workdir,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def recorded(workdir: Path) -> list[tuple]:
+    db = workdir / ".annotune" / "results.db"
+    if not db.exists():
+        return []
+    try:
+        with sqlite3.connect(db) as conn:
+            return conn.execute("SELECT params_json, status FROM measurements").fetchall()
+    except sqlite3.OperationalError:
+        return []
+
+
+def wait_for(process: subprocess.Popen, predicate, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if process.poll() is not None:
+            pytest.fail(f"annotune exited early ({process.returncode}): {process.stderr.read()}")
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def test_json_output(cli, workdir, monkeypatch):
+    monkeypatch.setenv("ANNOTUNE_TEST_LOG", str(workdir / "runs.log"))
+    report = cli.json("tune", workdir / "synthetic.c", "--budget", "8", "--json", *ARGS)
+    assert set(report) >= {
+        "device",
+        "evaluations",
+        "reused",
+        "invalid",
+        "best",
+        "default",
+        "header",
+    }
+    assert report["device"] == "test-device"
+    assert report["evaluations"] == 8 and report["reused"] == 0
+    assert report["default"] == {"params": {"X": 1, "Y": 2}, "time": 14.0}
+    assert set(report["best"]["params"]) == {"X", "Y"}
+    assert Path(report["header"]).is_file()
+
+
+def test_sigkill_mid_run_then_resume_measures_nothing_twice(workdir):
+    args = ["tune", "synthetic.c", "--budget", "20", "--strategy", "random", "--json", *ARGS]
+    first = annotune(workdir, *args)
+    wait_for(first, lambda: len(recorded(workdir)) >= 6)
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    before = recorded(workdir)
+    assert len(before) >= 6
+
+    second = annotune(workdir, *args)
+    out, err = second.communicate(timeout=120)
+    assert second.returncode == 0, err
+    report = json.loads(out)
+    assert report["reused"] >= len(before)
+    assert report["evaluations"] == 20
+    runs = Counter((workdir / "runs.log").read_text().split("\n")[:-1])
+    for params_json, _ in before:
+        params = json.loads(params_json)
+        assert runs[f"{params['X']} {params['Y']}"] <= 1, params  # never run again
+
+
+def test_ctrl_c_exits_130_keeping_results_and_the_header(workdir):
+    process = annotune(
+        workdir, "tune", "synthetic.c", "--budget", "26", "--strategy", "random", *ARGS
+    )
+    wait_for(process, lambda: len(recorded(workdir)) >= 4)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    assert "Traceback" not in err
+    assert "interrupted" in out
+    assert list((workdir / "tuned" / "test-device").glob("synthetic.h"))
+    assert len(recorded(workdir)) >= 4
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--strategy", "magic"], "unknown strategy 'magic'"),
+        (["--budget", "0"], "--budget must be at least 1"),
+        (["--compiler", "gcc {src} -o {output}"], "unknown placeholder {src}"),
+        (["--time-regex", "no group"], "group"),
+    ],
+)
+def test_bad_options_exit_2(cli, workdir, args, message):
+    result = cli("tune", workdir / "synthetic.c", *args)
+    assert result.exit_code == 2
+    assert message in result.stderr
+
+
+def test_missing_file_exit_2(cli, tmp_path):
+    result = cli("tune", tmp_path / "nope.c")
+    assert result.exit_code == 2 and "no such file" in result.stderr

@@ -1,0 +1,82 @@
+"""Program mode: times from the timing header, a regex or the wall clock; failures as data."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from annotune.build import BuildResult
+from annotune.build.compiler import PRESETS
+from annotune.run.program import ProgramRunner, RunSpec
+
+pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
+
+
+def program(tmp_path: Path, body: str) -> BuildResult:
+    source = tmp_path / "p.c"
+    source.write_text("#include <stdio.h>\n#include <stdlib.h>\n#include <unistd.h>\n" + body)
+    binary = tmp_path / "p"
+    subprocess.run(["gcc", str(source), "-o", str(binary)], check=True)
+    return BuildResult({"A": 1}, binary, seconds=0.1)
+
+
+def test_median_of_the_reported_times(tmp_path):
+    build = program(
+        tmp_path,
+        'int main(void) { FILE *f = fopen("count", "a"); fputs("x", f); fclose(f);'
+        ' printf("annotune-time-ms: 9\\nannotune-time-ms: 10\\nannotune-time-ms: 30\\n"); }',
+    )
+    m = ProgramRunner(RunSpec(cwd=tmp_path, warmup=2, repeats=3)).measure(build)
+    assert m.status == "ok" and m.time == 10.0 and m.times == (10.0, 10.0, 10.0)
+    assert (tmp_path / "count").read_text() == "xxxxx"  # 2 warm-up + 3 timed runs
+
+
+def test_user_regex_and_wall_time(tmp_path):
+    build = program(tmp_path, 'int main(void) { printf("kernel took 2.5 ms\\n"); return 0; }')
+    by_regex = ProgramRunner(RunSpec(repeats=1, warmup=0, time_regex=r"took ([0-9.]+) ms"))
+    assert by_regex.measure(build).time == 2.5
+    wall = ProgramRunner(RunSpec(repeats=1, warmup=0)).measure(build)
+    assert wall.status == "ok" and 0 < wall.time < 5000
+    missing = ProgramRunner(RunSpec(repeats=1, warmup=0, time_regex=r"nothing (\d+)"))
+    assert missing.measure(build).status == "runtime_error"
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "reason"),
+    [
+        (
+            'int main(void) { fprintf(stderr, "bad input\\n"); return 3; }',
+            "runtime_error",
+            "code 3: bad input",
+        ),
+        ("int main(void) { abort(); }", "runtime_error", "signal 6"),
+        ("int main(void) { sleep(30); return 0; }", "timeout", "timed out after 0.5 s"),
+    ],
+)
+def test_failures_keep_their_reason(tmp_path, body, status, reason):
+    m = ProgramRunner(RunSpec(timeout=0.5, warmup=0, repeats=1)).measure(program(tmp_path, body))
+    assert m.status == status and reason in m.error and m.time is None
+
+
+def test_a_check_value_that_differs_from_the_default_is_wrong_output(tmp_path):
+    build = program(
+        tmp_path,
+        'int main(void) { printf("annotune-time-ms: 1\\nannotune-check: 41\\n"); return 0; }',
+    )
+    runner = ProgramRunner(RunSpec(warmup=0, repeats=1))
+    assert runner.measure(build, reference_check=41.0).status == "ok"
+    wrong = runner.measure(build, reference_check=42.0)
+    assert wrong.status == "wrong_output" and "differs" in wrong.error
+
+
+def test_a_failed_build_is_a_compile_error():
+    m = ProgramRunner(RunSpec()).measure(BuildResult({"A": 1}, None, error="compile failed: boom"))
+    assert m.status == "compile_error" and m.error == "compile failed: boom"
+
+
+def test_presets_are_complete_templates():
+    for argv in PRESETS.values():
+        assert "{source}" in argv and "{output}" in argv
