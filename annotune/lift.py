@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from annotune.annotate import read_problem
-from annotune.annotate.collect import _is_annotation
+from annotune.annotate.collect import is_annotation
 from annotune.annotate.config import find_config, load_file_config
 from annotune.annotate.frontend import Directive, ParsedSource, SourceFile, Token, parse_source
 from annotune.annotate.problem import Problem, TunableParam
@@ -270,7 +270,7 @@ def _guard_define(file: SourceFile, directive: Directive, name: str) -> list[_Ed
     included)."""
     data = file.data
     hash_start = directive.hash_token.start
-    kept = [c for c in directive.comments if c.start > hash_start or _is_annotation(c)]
+    kept = [c for c in directive.comments if c.start > hash_start or is_annotation(c)]
     first, last = _directive_lines(directive, kept)
     indent = _indent(file, directive)
     newline = _newline(data)
@@ -291,7 +291,7 @@ def _lift_pragma(
     defines (a pragma left with `@tune(NAME)` but no literal would be an error on rescan).
     """
     data = file.data
-    annotations = [c for c in directive.comments if _is_annotation(c)]
+    annotations = [c for c in directive.comments if is_annotation(c)]
     first, last = _directive_lines(directive, annotations)
     start = _line_start(data, first)
     end = _content_end(data, last)

@@ -150,7 +150,7 @@ def _scan_file(collector: _Collector, source: SourceFile, visited: set[str]) -> 
             continue
         _reject_annotations(source, directive, consumed)
     for token in source.tokens:
-        if token.kind == "comment" and token.start not in consumed and _is_annotation(token):
+        if token.kind == "comment" and token.start not in consumed and is_annotation(token):
             raise AnnotuneError(
                 "@tune must be on (or on the line just above) a #define or #pragma line",
                 source.location(token.start + token.text.index("@tune")),
@@ -169,7 +169,7 @@ def _condition(directive: Directive) -> tuple[str, str]:
     return (directive.name, "")
 
 
-def _is_annotation(token: Token) -> bool:
+def is_annotation(token: Token) -> bool:
     body = token.text[2:] if token.text.startswith(("//", "/*")) else token.text
     return body.lstrip(" \t*!/").startswith("@tune")
 
@@ -179,7 +179,7 @@ def _annotations(
 ) -> list[tuple[Token, TuneComment]]:
     found = []
     for comment in directive.comments:
-        if not _is_annotation(comment) or comment.start in consumed:
+        if not is_annotation(comment) or comment.start in consumed:
             continue
         consumed.add(comment.start)
         try:
@@ -194,7 +194,7 @@ def _annotations(
 
 def _reject_annotations(source: SourceFile, directive: Directive, consumed: set[int]) -> None:
     for comment in directive.comments:
-        if _is_annotation(comment) and comment.start not in consumed:
+        if is_annotation(comment) and comment.start not in consumed:
             raise AnnotuneError(
                 f"@tune on a #{directive.name} line: it belongs on a #define or #pragma line",
                 source.location(comment.start + comment.text.index("@tune")),
