@@ -148,7 +148,7 @@ class ProgramRunner:
 
 
 def _compile_info(build: BuildResult) -> dict:
-    info: dict = {"compile_seconds": round(build.seconds, 3)}
+    info: dict = {"seconds": round(build.seconds, 3)}
     if build.resources:
         info["kernels"] = {
             name: {

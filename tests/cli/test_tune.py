@@ -135,3 +135,16 @@ def test_bad_options_exit_2(cli, workdir, args, message):
 def test_missing_file_exit_2(cli, tmp_path):
     result = cli("tune", tmp_path / "nope.c")
     assert result.exit_code == 2 and "no such file" in result.stderr
+
+
+def test_export_writes_the_study_as_t4(cli, workdir, monkeypatch):
+    monkeypatch.setenv("ANNOTUNE_TEST_LOG", str(workdir / "runs.log"))
+    cli.json("tune", workdir / "synthetic.c", "--budget", "4", "--json", *ARGS)
+    out = workdir / "results.t4.json"
+    summary = cli.json("export", workdir / "synthetic.c", "-o", out, "--json")
+    assert summary == {"output": str(out), "device": "test-device", "measurements": 4}
+    t4 = json.loads(out.read_text())
+    assert len(t4["results"]) == 4
+    assert {"configuration", "invalidity", "measurements"} <= set(t4["results"][0])
+    other = cli("export", workdir / "synthetic.c", "-o", out, "--device", "elsewhere")
+    assert other.exit_code == 2 and "no measurements" in other.stderr
