@@ -71,6 +71,9 @@ def tune_command(
     time_regex: Annotated[
         str | None, typer.Option(help="Regex whose first group is the time in ms.")
     ] = None,
+    compile_timeout: Annotated[
+        float, typer.Option(help="Seconds before a compile counts as failed.")
+    ] = 300.0,
     config: Annotated[Path | None, typer.Option(help="Config file (default: nearest).")] = None,
     json: Annotated[
         bool, typer.Option("--json", help="Print one JSON object and nothing else.")
@@ -96,7 +99,7 @@ def tune_command(
             db_path=db,
             fresh=fresh,
             compiler=_compiler(problem, compiler),
-            compile_timeout=300.0,
+            compile_timeout=compile_timeout,
             run=_run_spec(problem, arg, repeats, warmup, timeout, time_regex),
         )
         with _ProgressDisplay(enabled=not json and stderr.is_terminal) as display:
