@@ -10,8 +10,6 @@ Every define is wrapped in `#ifndef NAME`, so a `-D NAME=...` on the command lin
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -22,6 +20,7 @@ import jinja2
 from annotune import __version__
 from annotune.annotate.problem import Number, Problem, TunableParam
 from annotune.devices import slugify
+from annotune.files import replace_atomically
 
 TEMPLATE = "tuned_header.h.j2"
 TUNED_DIR = "tuned"
@@ -109,30 +108,8 @@ def write_if_changed(path: Path, text: str) -> bool:
     except FileNotFoundError:
         pass
     path.parent.mkdir(parents=True, exist_ok=True)
-    mode = _new_file_mode(path)
-    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as file:
-            file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
-        os.chmod(temp, mode)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+    replace_atomically(path, data)
     return True
-
-
-def _new_file_mode(path: Path) -> int:
-    """The old file's permissions, else what `open()` would give (0666 less the umask);
-    mkstemp alone would leave the header readable by its owner only."""
-    try:
-        return path.stat().st_mode & 0o777
-    except FileNotFoundError:
-        umask = os.umask(0o022)
-        os.umask(umask)
-        return 0o666 & ~umask
 
 
 @cache

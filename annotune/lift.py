@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import difflib
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +30,7 @@ from annotune.annotate.config import find_config, load_file_config
 from annotune.annotate.frontend import Directive, ParsedSource, SourceFile, Token, parse_source
 from annotune.annotate.problem import Problem, TunableParam
 from annotune.diagnostics import AnnotuneError, Location
+from annotune.files import replace_atomically
 
 HELPER = "ANNOTUNE_PRAGMA"
 
@@ -167,7 +167,7 @@ def write_lift(plan: LiftPlan) -> list[str]:
             )
     for file in changed:
         try:  # through a symbolic link to the file it names, which stays a link
-            _replace_atomically(Path(os.path.realpath(file.path)), file.after)
+            replace_atomically(Path(os.path.realpath(file.path)), file.after)
         except OSError as error:
             raise AnnotuneError(
                 f"cannot write file: {error.strerror}", Location(file.path, 1, 1)
@@ -358,19 +358,3 @@ def _is_include_guard(head: list[tuple[str, list[str]]]) -> bool:
     if len(head) != 2 or head[0][0] != "ifndef" or len(head[0][1]) != 1:
         return False
     return head[1] == ("define", head[0][1])
-
-
-def _replace_atomically(path: Path, data: bytes) -> None:
-    """A temporary file in the same directory renamed over `path`: never a half-written file."""
-    mode = path.stat().st_mode & 0o7777
-    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".lift", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(temp, mode)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
