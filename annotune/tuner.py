@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -18,10 +19,14 @@ import numpy as np
 
 from annotune import __version__
 from annotune.annotate import Problem, problem_space
-from annotune.build import Builder, CompilerCommand
+from annotune.annotate.kernel import KernelSpec
+from annotune.build import Builder, BuildResult, CompilerCommand
 from annotune.db import Database, Measurement, Study, StudyKey, config_key, default_db_path
 from annotune.devices import current_device_name
+from annotune.diagnostics import AnnotuneError, Location
 from annotune.emit import render_header, tuned_header_path, write_if_changed
+from annotune.run.backends import select_backend
+from annotune.run.kernel import KernelReference, KernelRunner, cubin_compiler
 from annotune.run.program import ProgramRunner, RunSpec
 from annotune.space import Space, SpaceTooLarge
 from annotune.strategies import Budget, Candidates, Result, Strategy, create, run_search
@@ -49,6 +54,9 @@ class TuneOptions:
     compiler: CompilerCommand | None = None  # default: by language (see build.compiler)
     compile_timeout: float = 300.0
     run: RunSpec = field(default_factory=RunSpec)
+    mode: str = "auto"  # "program", "kernel", or "auto": kernel when the source declares one
+    kernel: str | None = None  # which `#pragma annotune kernel` (needed when there are several)
+    backend: str | None = None  # kernel mode: "pycuda" or "cuda-python" (default: what imports)
 
 
 @dataclass
@@ -124,26 +132,24 @@ def tune(
     legal = _legal_rows(space, rng)
     candidates = Candidates(space.decode(legal), space.names)
     device = options.device or current_device_name()
-    source_dir = problem.source.parent
-    run_spec = options.run if options.run.cwd else replace(options.run, cwd=source_dir)
-    builder = Builder(
-        problem,
-        compiler=options.compiler,
-        cache_dir=options.cache_dir or source_dir / ".annotune" / "cache",
-        jobs=options.jobs,
-        timeout=options.compile_timeout,
-    )
-    db_path = options.db_path or default_db_path(problem.source)
-    with Database(db_path) as db:
+    with ExitStack() as resources:
+        measurer, compiler = _measurer(problem, options, resources)
+        builder = Builder(
+            problem,
+            compiler=compiler,
+            cache_dir=options.cache_dir or problem.source.parent / ".annotune" / "cache",
+            jobs=options.jobs,
+            timeout=options.compile_timeout,
+        )
+        db_path = options.db_path or default_db_path(problem.source)
+        db = resources.enter_context(Database(db_path))
         key = StudyKey.for_problem(
             problem,
             device=device,
-            build={"compiler": builder.identity(), "run": run_spec.to_json()},
+            build={"compiler": builder.identity(), "run": measurer.to_json()},
         )
         study = db.open_study(key, fresh=options.fresh)
-        session = _Session(
-            problem, space, legal, db, study, builder, ProgramRunner(run_spec), on_progress
-        )
+        session = _Session(problem, space, legal, db, study, builder, measurer, on_progress)
         session.progress = TuneProgress(device, len(legal), options.budget, options.strategy)
         interrupted = False
         try:
@@ -171,6 +177,92 @@ def _legal_rows(space: Space, rng: np.random.Generator) -> np.ndarray:
     if len(legal) > MAX_CANDIDATES:
         return legal[np.sort(rng.choice(len(legal), MAX_CANDIDATES, replace=False))]
     return legal
+
+
+def _measurer(problem: Problem, options: TuneOptions, resources: ExitStack):
+    """The runner for this problem and the compiler it needs (kernel mode builds cubins)."""
+    mode = options.mode
+    if mode == "auto":
+        mode = "kernel" if problem.kernels else "program"
+    if mode == "program":
+        spec = options.run if options.run.cwd else replace(options.run, cwd=problem.source.parent)
+        return _ProgramMeasurer(ProgramRunner(spec)), options.compiler
+    if mode != "kernel":
+        raise AnnotuneError(f"unknown mode {mode!r} (expected program, kernel or auto)")
+    spec = _kernel_spec(problem, options.kernel)
+    backend = resources.enter_context(select_backend(options.backend))
+    runner = KernelRunner(
+        spec,
+        backend,
+        warmup=options.run.warmup,
+        repeats=options.run.repeats,
+        seed=options.seed,
+        timeout=options.run.timeout,
+    )
+    compiler = options.compiler or cubin_compiler(backend.compute_capability())
+    return _KernelMeasurer(runner), compiler
+
+
+def _kernel_spec(problem: Problem, name: str | None) -> KernelSpec:
+    names = [k.name for k in problem.kernels]
+    where = Location(str(problem.source), 1, 1)
+    if not names:
+        raise AnnotuneError("kernel mode needs a '#pragma annotune kernel NAME ...'", where)
+    if name is None:
+        if len(names) > 1:
+            raise AnnotuneError(
+                f"{len(names)} kernels are declared ({', '.join(names)}); choose one with --kernel",
+                where,
+            )
+        return problem.kernels[0]
+    for spec in problem.kernels:
+        if spec.name == name:
+            return spec
+    raise AnnotuneError(
+        f"no '#pragma annotune kernel {name}' (declared: {', '.join(names)})", where
+    )
+
+
+class _ProgramMeasurer:
+    """Program mode: the default's `annotune-check:` value is every other run's reference."""
+
+    def __init__(self, runner: ProgramRunner):
+        self.runner = runner
+        self.reference: float | None = None
+
+    def to_json(self) -> dict:
+        return self.runner.spec.to_json()
+
+    def measure(self, build: BuildResult) -> Measurement:
+        return self.runner.measure(build, self.reference)
+
+    def adopt_default(self, measurement: Measurement, rebuild: Callable[[], BuildResult]) -> None:
+        if measurement.status == "ok":
+            self.reference = measurement.compile_info.get("check")
+
+
+class _KernelMeasurer:
+    """Kernel mode: the default configuration's output arrays are the reference."""
+
+    def __init__(self, runner: KernelRunner):
+        self.runner = runner
+        self.reference: KernelReference | None = None
+        self._last: KernelReference | None = None
+
+    def to_json(self) -> dict:
+        return self.runner.to_json()
+
+    def measure(self, build: BuildResult) -> Measurement:
+        measurement, self._last = self.runner.measure(build, self.reference)
+        return measurement
+
+    def adopt_default(self, measurement: Measurement, rebuild: Callable[[], BuildResult]) -> None:
+        """Outputs are not stored: when the default was reused, run it once more for them."""
+        if measurement.status != "ok":
+            return
+        if self._last is None:
+            _, self._last = self.runner.measure(rebuild(), None)
+        self.reference = self._last
 
 
 class _KnownFirst(Strategy):
@@ -215,7 +307,7 @@ class _Session:
         db: Database,
         study: Study,
         builder: Builder,
-        runner: ProgramRunner,
+        measurer: _ProgramMeasurer | _KernelMeasurer,
         on_progress: ProgressCallback | None,
     ):
         self.problem = problem
@@ -224,13 +316,12 @@ class _Session:
         self.db = db
         self.study = study
         self.builder = builder
-        self.runner = runner
+        self.measurer = measurer
         self.on_progress = on_progress
         self.known = {config_key(m.params): m for m in db.measurements(study)}
         self.seen: set[str] = set()
         self.invalid = 0
         self.default_params = space.to_dicts(space.default_row()[None, :])[0]
-        self.reference_check: float | None = None
         self.progress: TuneProgress
 
     def _report(self) -> None:
@@ -242,7 +333,9 @@ class _Session:
         (measurement,) = self._measure_configs([self.default_params])
         if measurement.status == "ok":
             self.progress.default_time = measurement.time
-            self.reference_check = measurement.compile_info.get("check")
+        self.measurer.adopt_default(
+            measurement, lambda: self.builder.build([self.default_params])[0]
+        )
         self._report()
         row = np.flatnonzero((self.legal == self.space.default_row()).all(axis=1))
         if not len(row):
@@ -271,7 +364,7 @@ class _Session:
                 to_build.append(i)
         builds = self.builder.build([configs[i] for i in to_build]) if to_build else []
         for i, build in zip(to_build, builds, strict=True):
-            measurement = self.runner.measure(build, self.reference_check)
+            measurement = self.measurer.measure(build)
             self.db.record(self.study, measurement)
             self.known[config_key(measurement.params)] = measurement
             found[i] = measurement

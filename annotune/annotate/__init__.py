@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from annotune.annotate.collect import collect
 from annotune.annotate.config import FileConfig, find_config, load_file_config
 from annotune.annotate.frontend import check_readable, parse_source
+from annotune.annotate.kernel import kernel_specs
 from annotune.annotate.problem import ConstraintDecl, Problem, TunableParam, Use
 from annotune.diagnostics import AnnotuneError, Location
 from annotune.space import Param, Space, SpaceError
@@ -29,18 +31,19 @@ def read_problem(source: Path, *, config_path: Path | None = None) -> Problem:
     """
     check_readable(source)
     config = _file_config(source, config_path)
-    parsed = parse_source(
-        source,
-        include_dirs=list(config.include_dirs) if config else [],
-        defines=list(config.defines) if config else [],
-    )
+    include_dirs = list(config.include_dirs) if config else []
+    defines = list(config.defines) if config else []
+    parsed = parse_source(source, include_dirs=include_dirs, defines=defines)
     problem = collect(parsed, config)
     if not problem.params:
         raise AnnotuneError(
             "no tunable parameters found (mark a #define with '// @tune DOMAIN')",
             Location(str(source), 1, 1),
         )
-    return problem
+    kernels = kernel_specs(
+        parsed, [p.name for p in problem.params], include_dirs=include_dirs, defines=defines
+    )
+    return dataclasses.replace(problem, kernels=kernels) if kernels else problem
 
 
 def _file_config(source: Path, config_path: Path | None) -> FileConfig | None:

@@ -31,7 +31,7 @@ from annotune.annotate.problem import (
 from annotune.diagnostics import AnnotuneError, Location
 
 _CONDITIONALS = {"if", "ifdef", "ifndef"}
-_ANNOTUNE_PRAGMAS = ("param", "constraint", "args")
+_ANNOTUNE_PRAGMAS = ("param", "constraint", "args", "kernel")
 
 
 @dataclass(frozen=True)
@@ -331,6 +331,8 @@ def _annotune_pragma(collector: _Collector, source: SourceFile, directive: Direc
         raise AnnotuneError(
             f"'#pragma annotune {words[1].text}' needs an argument", source.location(words[1].end)
         )
+    if words[1].text == "kernel":
+        return  # read with the kernel's signature by annotate.kernel
     start, end = words[2].start, words[-1].end
     body = _join_continuations(source.slice(start, end))
     if words[1].text == "args":

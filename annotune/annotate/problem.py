@@ -129,6 +129,7 @@ class Problem:
     config_file: str | None = None
     missing_includes: tuple[tuple[Location, str], ...] = ()  # local headers not found
     settings: RunSettings = RunSettings()
+    kernels: tuple = ()  # KernelSpec of each `#pragma annotune kernel` (annotate.kernel)
 
     def param(self, name: str) -> TunableParam:
         for param in self.params:

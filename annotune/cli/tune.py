@@ -74,6 +74,20 @@ def tune_command(
     compile_timeout: Annotated[
         float, typer.Option(help="Seconds before a compile counts as failed.")
     ] = 300.0,
+    mode: Annotated[
+        str,
+        typer.Option(
+            help="program (run the executable), kernel (launch the '#pragma annotune kernel' "
+            "with generated inputs; needs a GPU), or auto (kernel when one is declared)."
+        ),
+    ] = "auto",
+    kernel: Annotated[
+        str | None, typer.Option(help="Kernel mode: which declared kernel to tune.")
+    ] = None,
+    backend: Annotated[
+        str | None,
+        typer.Option(help="Kernel mode: pycuda or cuda-python (default: pycuda if installed)."),
+    ] = None,
     config: Annotated[Path | None, typer.Option(help="Config file (default: nearest).")] = None,
     json: Annotated[
         bool, typer.Option("--json", help="Print one JSON object and nothing else.")
@@ -101,6 +115,9 @@ def tune_command(
             compiler=_compiler(problem, compiler),
             compile_timeout=compile_timeout,
             run=_run_spec(problem, arg, repeats, warmup, timeout, time_regex),
+            mode=mode,
+            kernel=kernel,
+            backend=backend,
         )
         with _ProgressDisplay(enabled=not json and stderr.is_terminal) as display:
             report = tune(problem, options, display.update)

@@ -72,7 +72,7 @@ class ProgramRunner:
 
     def measure(self, build: BuildResult, reference_check: float | None = None) -> Measurement:
         """Run `build` (warm-up, then repeats) into one Measurement; failures are statuses."""
-        info = _compile_info(build)
+        info = compile_info(build)
         if build.executable is None:
             return Measurement(build.params, "compile_error", error=build.error, compile_info=info)
         times: list[float] = []
@@ -147,7 +147,8 @@ class ProgramRunner:
         return wall_ms
 
 
-def _compile_info(build: BuildResult) -> dict:
+def compile_info(build: BuildResult) -> dict:
+    """What the compile reported, kept with each measurement (shared by every runner)."""
     info: dict = {"seconds": round(build.seconds, 3)}
     if build.resources:
         info["kernels"] = {

@@ -1,0 +1,715 @@
+"""Kernel mode's annotation: `#pragma annotune kernel`, checked against the kernel's signature.
+
+    #pragma annotune kernel NAME grid(E[, E[, E]]) block(E[, E[, E]]) [shared(E)] args(A, ...)
+
+Each E is a C expression over the tunable parameters and the numeric object-like macros of the
+user's files (`#define NX 4096`, `#define CELLS (NX * NY)`). Each A is, for a pointer parameter
+of the kernel, `in(E)` (random input), `out(E)` (output, compared with the default
+configuration's) or `inout(E)` (both), E being the element count; for a scalar parameter, an
+expression giving its value. Clauses may come in any order.
+
+The kernel's parameter types and mangled name come from libclang. The front end's parse does
+not keep its AST, so the main file is parsed again here with a shim that also declares what
+kernel signatures use from headers that are not installed (`size_t`, `int64_t`, `__half`):
+without them libclang would read such a parameter as `int`, and the mangled name and the
+generated inputs would be wrong.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
+
+import clang.cindex as ci
+import numpy as np
+
+from annotune.annotate.frontend import (
+    CUDA_SHIM,
+    SHIM_PATH,
+    Directive,
+    ParsedSource,
+    SourceFile,
+    clang_args,
+)
+from annotune.diagnostics import AnnotuneError, Location
+from annotune.expressions import (
+    RESERVED_NAMES,
+    Binary,
+    Conditional,
+    Expression,
+    ExpressionError,
+    Name,
+    Node,
+    Unary,
+    evaluate_with_undefined,
+    parse_expression,
+)
+
+__all__ = [
+    "KernelArg",
+    "KernelSpec",
+    "Launch",
+    "LaunchArg",
+    "LaunchError",
+    "kernel_specs",
+]
+
+Number = int | float
+
+POINTER_KINDS = ("in", "out", "inout")
+
+# What kernel signatures commonly take from headers that -nostdinc leaves out.
+_SIGNATURE_SHIM = """
+typedef __SIZE_TYPE__ size_t;
+typedef __PTRDIFF_TYPE__ ptrdiff_t;
+typedef __INT8_TYPE__ int8_t;
+typedef __INT16_TYPE__ int16_t;
+typedef __INT32_TYPE__ int32_t;
+typedef __INT64_TYPE__ int64_t;
+typedef __UINT8_TYPE__ uint8_t;
+typedef __UINT16_TYPE__ uint16_t;
+typedef __UINT32_TYPE__ uint32_t;
+typedef __UINT64_TYPE__ uint64_t;
+namespace std {
+using ::size_t; using ::ptrdiff_t; using ::int8_t; using ::int16_t; using ::int32_t;
+using ::int64_t; using ::uint8_t; using ::uint16_t; using ::uint32_t; using ::uint64_t;
+}
+struct __half { unsigned short __x; };
+typedef struct __half half;
+"""
+
+_KIND_DTYPES = {
+    ci.TypeKind.FLOAT: "float32",
+    ci.TypeKind.DOUBLE: "float64",
+    ci.TypeKind.HALF: "float16",
+    ci.TypeKind.BOOL: "bool",
+    ci.TypeKind.CHAR_S: "int8",
+    ci.TypeKind.SCHAR: "int8",
+    ci.TypeKind.CHAR_U: "uint8",
+    ci.TypeKind.UCHAR: "uint8",
+    ci.TypeKind.SHORT: "int16",
+    ci.TypeKind.USHORT: "uint16",
+    ci.TypeKind.INT: "int32",
+    ci.TypeKind.UINT: "uint32",
+    ci.TypeKind.LONG: "int64",  # LP64: CUDA on Linux
+    ci.TypeKind.ULONG: "uint64",
+    ci.TypeKind.LONGLONG: "int64",
+    ci.TypeKind.ULONGLONG: "uint64",
+}
+_RECORD_DTYPES = {"__half": "float16"}
+_SUPPORTED = "float, double, __half, bool, char, short, int, long, long long and unsigned"
+
+_CLAUSES = ("grid", "block", "shared", "args")
+_STUB = "__device_stub__"
+_KEEP_GOING = 0x200
+
+
+class LaunchError(ValueError):
+    """A configuration whose launch cannot be computed (division by zero, a zero block...)."""
+
+
+@dataclass(frozen=True)
+class KernelArg:
+    """One kernel parameter and what the pragma says to pass for it.
+
+    `kind` is "in", "out", "inout" (pointers: `expr` is the element count) or "scalar" (`expr`
+    is the value). `dtype` is the numpy dtype name of the element (pointers) or the value
+    (scalars); `ctype` the parameter's C type as written, for messages.
+    """
+
+    name: str
+    kind: str
+    dtype: str
+    ctype: str
+    expr: Expression
+    location: Location
+    const: bool = False
+
+    @property
+    def is_pointer(self) -> bool:
+        return self.kind != "scalar"
+
+    def to_json(self) -> dict:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "type": self.ctype,
+            "expr": _one_line(self.expr),
+        }
+
+
+@dataclass(frozen=True)
+class LaunchArg:
+    """An argument of one launch: an array of `count` elements, or a scalar `value`."""
+
+    name: str
+    kind: str
+    dtype: str
+    count: int = 0
+    value: Number = 0
+
+    @property
+    def is_pointer(self) -> bool:
+        return self.kind != "scalar"
+
+    @property
+    def nbytes(self) -> int:
+        return self.count * np.dtype(self.dtype).itemsize
+
+
+@dataclass(frozen=True)
+class Launch:
+    """Everything a backend needs to launch the kernel for one configuration."""
+
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared: int
+    args: tuple[LaunchArg, ...]
+
+    def to_json(self) -> dict:
+        return {"grid": list(self.grid), "block": list(self.block), "shared": self.shared}
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """A `#pragma annotune kernel`, checked against the kernel's definition.
+
+    `macros` are the numeric macros the expressions use (directly or through other macros), in
+    an order where each comes after the macros it uses; they may use tunable parameters.
+    """
+
+    name: str
+    mangled_name: str
+    grid: tuple[Expression, ...]
+    block: tuple[Expression, ...]
+    shared: Expression | None
+    args: tuple[KernelArg, ...]
+    macros: tuple[tuple[str, Expression], ...]
+    location: Location
+
+    def launch(self, params: Mapping[str, Number]) -> Launch:
+        """Grid, block, dynamic shared bytes and arguments for one configuration.
+
+        Raises LaunchError where C leaves a value undefined or a dimension is out of range.
+        """
+        values: dict[str, Number] = dict(params)
+        for name, expr in self.macros:
+            values[name] = _value(expr, values, f"macro '{name}'")
+        grid = _dims(self.grid, values, "grid")
+        block = _dims(self.block, values, "block")
+        shared = 0
+        if self.shared is not None:
+            shared = _count(_value(self.shared, values, "shared(...)"), "shared(...)")
+        args = []
+        for arg in self.args:
+            value = _value(arg.expr, values, f"the argument for '{arg.name}'")
+            if arg.is_pointer:
+                count = _count(value, f"the element count of '{arg.name}'")
+                args.append(LaunchArg(arg.name, arg.kind, arg.dtype, count=count))
+            else:
+                args.append(LaunchArg(arg.name, arg.kind, arg.dtype, value=value))
+        return Launch(grid, block, shared, tuple(args))
+
+    def to_json(self) -> dict:
+        return {
+            "name": self.name,
+            "mangled_name": self.mangled_name,
+            "grid": [_one_line(e) for e in self.grid],
+            "block": [_one_line(e) for e in self.block],
+            "shared": _one_line(self.shared) if self.shared is not None else None,
+            "args": [arg.to_json() for arg in self.args],
+            "location": self.location.to_json(),
+        }
+
+
+def _one_line(expr: Expression) -> str:
+    return " ".join(expr.text.split())
+
+
+def _value(expr: Expression, values: Mapping[str, Number], what: str) -> Number:
+    columns = {name: np.array([values[name]]) for name in expr.names}
+    result, undefined = evaluate_with_undefined(expr, columns, rows=1)
+    if undefined[0]:
+        raise LaunchError(f"{what} is undefined in C here ({_one_line(expr)}): e.g. / 0")
+    return result[0].item()
+
+
+def _count(value: Number, what: str) -> int:
+    count = int(value)
+    if count < 0:
+        raise LaunchError(f"{what} is negative ({count})")
+    return count
+
+
+def _dims(exprs: tuple[Expression, ...], values: Mapping[str, Number], what: str) -> tuple:
+    dims = [int(_value(e, values, f"{what}(...)")) for e in exprs]
+    for dim in dims:
+        if not 1 <= dim < 2**32:
+            raise LaunchError(f"{what} dimension {dim} is out of range")
+    return tuple(dims + [1] * (3 - len(dims)))
+
+
+# --- reading the pragmas -----------------------------------------------------------------------
+
+
+def kernel_specs(
+    parsed: ParsedSource,
+    param_names: Collection[str],
+    *,
+    include_dirs: Iterable[str] = (),
+    defines: Iterable[str] = (),
+) -> tuple[KernelSpec, ...]:
+    """Every `#pragma annotune kernel` of the user's files, checked and typed.
+
+    `param_names` are the tunable parameters; `include_dirs` and `defines` must be those the
+    front end parsed with, since the main file is parsed again for the kernels' signatures.
+    Raises AnnotuneError, located at the offending character, for every mistake.
+    """
+    pragmas = [
+        (source, directive)
+        for source in parsed.files
+        for directive in source.directives
+        if _is_kernel_pragma(directive)
+    ]
+    if not pragmas:
+        return ()
+    if parsed.language != "cuda":
+        source, directive = pragmas[0]
+        raise AnnotuneError(
+            "kernel mode needs a CUDA source (.cu)", source.location(directive.words[1].start)
+        )
+    macros = _numeric_macros(parsed, set(param_names))
+    kernels = _kernel_cursors(parsed, list(include_dirs), list(defines))
+    specs: dict[str, KernelSpec] = {}
+    for source, directive in pragmas:
+        spec = _read_pragma(source, directive, param_names, macros, kernels, parsed)
+        first = specs.get(spec.name)
+        if first is not None:
+            where = first.location
+            raise AnnotuneError(
+                f"duplicate kernel pragma for '{spec.name}'",
+                spec.location,
+                hint=f"first given at {where.file}:{where.line}:{where.column}",
+            )
+        specs[spec.name] = spec
+    return tuple(specs.values())
+
+
+def _is_kernel_pragma(directive: Directive) -> bool:
+    words = directive.words
+    return (
+        directive.name == "pragma"
+        and len(words) >= 2
+        and words[0].text == "annotune"
+        and words[1].text == "kernel"
+    )
+
+
+@dataclass(frozen=True)
+class _Text:
+    """The pragma's text after `kernel`, continuation backslashes blanked, and its locations."""
+
+    source: SourceFile
+    start: int  # byte offset of text[0] in the file
+    text: str
+
+    def location(self, offset: int) -> Location:
+        return self.source.location(self.start + len(self.text[:offset].encode()))
+
+
+@dataclass(frozen=True)
+class _Clause:
+    name: str
+    at: int  # offset of the clause name
+    items: tuple[tuple[str, int], ...]  # top-level comma-separated items and their offsets
+
+
+def _read_pragma(
+    source: SourceFile,
+    directive: Directive,
+    param_names: Collection[str],
+    macros: Mapping[str, Expression],
+    kernels: Mapping[str, list[ci.Cursor]],
+    parsed: ParsedSource,
+) -> KernelSpec:
+    keyword = directive.words[1]
+    raw = source.slice(keyword.end, directive.end)
+    text = _Text(source, keyword.end, raw.replace("\\\r\n", " \r\n").replace("\\\n", " \n"))
+    name_match = re.compile(r"\s*([A-Za-z_]\w*)").match(text.text)
+    if name_match is None:
+        raise AnnotuneError(
+            "'#pragma annotune kernel' needs the kernel's name", source.location(keyword.end)
+        )
+    name, name_at = name_match.group(1), name_match.start(1)
+    where = text.location(name_at)
+    clauses = _clauses(text, name_match.end())
+    for required in ("grid", "block"):
+        if required not in clauses:
+            raise AnnotuneError(f"missing {required}(...) in the kernel pragma", where)
+    cursor = _kernel_cursor(name, where, kernels, parsed)
+    params = list(cursor.get_arguments())
+    names = _Names(param_names, macros)
+
+    grid = _dim_exprs(text, clauses["grid"], names)
+    block = _dim_exprs(text, clauses["block"], names)
+    shared = None
+    if "shared" in clauses:
+        items = clauses["shared"].items
+        if len(items) != 1:
+            raise AnnotuneError(
+                "shared(...) takes one expression (bytes)", text.location(clauses["shared"].at)
+            )
+        shared = _expression(text, *items[0], names)
+    args_clause = clauses.get("args")
+    items = args_clause.items if args_clause is not None else ()
+    if len(items) != len(params):
+        at = text.location(args_clause.at) if args_clause is not None else where
+        raise AnnotuneError(
+            f"kernel '{name}' takes {len(params)} argument{'s' * (len(params) != 1)}, "
+            f"args(...) gives {len(items)}",
+            at,
+        )
+    diagnostics = _error_diagnostics(cursor)
+    shown = {os.path.realpath(f.path): f.path for f in parsed.files}
+    args = tuple(
+        _argument(text, item, offset, param, names, diagnostics, _declared_at(param, shown))
+        for (item, offset), param in zip(items, params, strict=True)
+    )
+    used = {n for e in (*grid, *block, shared, *(a.expr for a in args)) if e for n in e.names}
+    return KernelSpec(
+        name=name,
+        mangled_name=_device_mangled_name(cursor),
+        grid=grid,
+        block=block,
+        shared=shared,
+        args=args,
+        macros=_macros_needed(used, macros),
+        location=where,
+    )
+
+
+def _clauses(text: _Text, pos: int) -> dict[str, _Clause]:
+    """`NAME(items)` clauses up to the end of the pragma, each at most once."""
+    body = text.text
+    clauses: dict[str, _Clause] = {}
+    word = re.compile(r"\s*([A-Za-z_]\w*)")
+    while body[pos:].strip():
+        match = word.match(body, pos)
+        if match is None:
+            at = pos + len(body[pos:]) - len(body[pos:].lstrip())
+            raise AnnotuneError(
+                f"expected a clause ({', '.join(_CLAUSES)}) but found '{body[at]}'",
+                text.location(at),
+            )
+        name, at = match.group(1), match.start(1)
+        if name not in _CLAUSES:
+            raise AnnotuneError(
+                f"unknown clause '{name}' (expected: {', '.join(_CLAUSES)})", text.location(at)
+            )
+        if name in clauses:
+            raise AnnotuneError(f"duplicate clause '{name}'", text.location(at))
+        pos = match.end()
+        while pos < len(body) and body[pos].isspace():
+            pos += 1
+        if pos >= len(body) or body[pos] != "(":
+            raise AnnotuneError(f"expected '(' after '{name}'", text.location(pos))
+        items, pos = _items(text, pos)
+        clauses[name] = _Clause(name, at, items)
+    return clauses
+
+
+def _items(text: _Text, open_at: int) -> tuple[tuple[tuple[str, int], ...], int]:
+    """Split `( ... )` at its top-level commas; returns the items and the offset after `)`."""
+    body = text.text
+    depth, start, items = 0, open_at + 1, []
+    for pos in range(open_at, len(body)):
+        ch = body[pos]
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                items.append((body[start:pos], start))
+                if len(items) == 1 and not items[0][0].strip():
+                    return (), pos + 1
+                return tuple(items), pos + 1
+        elif ch == "," and depth == 1:
+            items.append((body[start:pos], start))
+            start = pos + 1
+    raise AnnotuneError("unclosed '('", text.location(open_at))
+
+
+@dataclass(frozen=True)
+class _Names:
+    params: Collection[str]
+    macros: Mapping[str, Expression]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.params or name in self.macros
+
+
+class _Anything:
+    """Every name: syntax is checked first, names after, each with its own message."""
+
+    def __contains__(self, name: object) -> bool:
+        return True
+
+
+def _expression(text: _Text, item: str, offset: int, names: _Names) -> Expression:
+    offset += len(item) - len(item.lstrip())
+    item = item.strip()
+    if not item:
+        raise AnnotuneError("empty expression", text.location(offset))
+    try:
+        expr = parse_expression(item, _Anything())  # type: ignore[arg-type]
+    except ExpressionError as error:
+        raise AnnotuneError(error.message, text.location(offset + error.offset)) from None
+    for node in _name_nodes(expr.root):
+        if node.name not in names:
+            raise AnnotuneError(
+                f"unknown name '{node.name}' (not a tunable parameter or a numeric macro)",
+                text.location(offset + node.offset),
+            )
+    return expr
+
+
+def _name_nodes(root: Node) -> list[Name]:
+    found, stack = [], [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Name):
+            found.append(node)
+        elif isinstance(node, Unary):
+            stack.append(node.operand)
+        elif isinstance(node, Binary):
+            stack += [node.right, node.left]
+        elif isinstance(node, Conditional):
+            stack += [node.if_false, node.if_true, node.condition]
+    return found
+
+
+def _dim_exprs(text: _Text, clause: _Clause, names: _Names) -> tuple[Expression, ...]:
+    if not 1 <= len(clause.items) <= 3:
+        raise AnnotuneError(
+            f"{clause.name}(...) takes 1 to 3 expressions, found {len(clause.items)}",
+            text.location(clause.at),
+        )
+    return tuple(_expression(text, item, offset, names) for item, offset in clause.items)
+
+
+_POINTER_ARG = re.compile(r"\s*(in|out|inout)\s*\(")
+
+
+def _argument(
+    text: _Text,
+    item: str,
+    offset: int,
+    param: ci.Cursor,
+    names: _Names,
+    diagnostics: list[tuple[int, str]],
+    hint: str,
+) -> KernelArg:
+    at = text.location(offset + len(item) - len(item.lstrip()))
+    ctype = param.type.spelling
+    for error_at, message in diagnostics:
+        if param.extent.start.offset <= error_at < param.extent.end.offset:
+            raise AnnotuneError(
+                f"cannot tell the type of parameter '{param.spelling}': {message}", at, hint=hint
+            )
+    kind_match = _POINTER_ARG.match(item)
+    is_pointer = param.type.get_canonical().kind == ci.TypeKind.POINTER
+    if is_pointer:
+        pointee = param.type.get_canonical().get_pointee()
+        if kind_match is None:
+            raise AnnotuneError(
+                f"'{param.spelling}' is a pointer ({ctype}): pass in(COUNT), out(COUNT) or "
+                "inout(COUNT)",
+                at,
+                hint=hint,
+            )
+        kind = kind_match.group(1)
+        inner_at = offset + kind_match.end()
+        inner_end = offset + len(item.rstrip())
+        if not item.rstrip().endswith(")") or inner_end - 1 < inner_at:
+            raise AnnotuneError(f"expected ')' to close {kind}(...)", at)
+        dtype = _dtype(pointee, param, at, hint)
+        if kind != "in" and pointee.is_const_qualified():
+            raise AnnotuneError(
+                f"'{param.spelling}' points to const ({ctype}): it can only be in(...)",
+                at,
+                hint=hint,
+            )
+        expr = _expression(text, text.text[inner_at : inner_end - 1], inner_at, names)
+        return KernelArg(
+            param.spelling, kind, dtype, ctype, expr, at, const=pointee.is_const_qualified()
+        )
+    if kind_match is not None:
+        raise AnnotuneError(
+            f"'{param.spelling}' is a scalar ({ctype}): give its value, not {kind_match.group(1)}"
+            "(...)",
+            at,
+            hint=hint,
+        )
+    dtype = _dtype(param.type.get_canonical(), param, at, hint)
+    return KernelArg(
+        param.spelling, "scalar", dtype, ctype, _expression(text, item, offset, names), at
+    )
+
+
+def _dtype(ctype: ci.Type, param: ci.Cursor, at: Location, hint: str) -> str:
+    canonical = ctype.get_canonical()
+    if canonical.kind in _KIND_DTYPES:
+        return _KIND_DTYPES[canonical.kind]
+    if canonical.kind == ci.TypeKind.RECORD:
+        record = canonical.get_declaration().spelling
+        if record in _RECORD_DTYPES:
+            return _RECORD_DTYPES[record]
+    raise AnnotuneError(
+        f"parameter '{param.spelling}' has type '{param.type.spelling}', for which annotune cannot "
+        f"make data (supported: pointers to and values of {_SUPPORTED})",
+        at,
+        hint=hint,
+    )
+
+
+def _declared_at(param: ci.Cursor, shown: Mapping[str, str]) -> str:
+    """A hint pointing at the parameter's declaration, named as the user's files are."""
+    location = param.location
+    name = os.path.realpath(location.file.name)
+    return f"'{param.spelling}' is declared at {shown.get(name, name)}:{location.line}:" + str(
+        location.column
+    )
+
+
+# --- macros -------------------------------------------------------------------------------------
+
+
+def _numeric_macros(parsed: ParsedSource, params: set[str]) -> dict[str, Expression]:
+    """Object-like macros whose value is a C expression over numbers, params and such macros.
+
+    The first definition of a name wins (as in the front end); a macro whose value is anything
+    else (a string, a cast, a call) is left out, so naming it in the pragma is an unknown name.
+    Resolved to a fixed point because a macro may use one defined after it.
+    """
+    bodies: dict[str, str] = {}
+    for source in parsed.files:
+        for directive in source.directives:
+            words = directive.words
+            if directive.name != "define" or not words or words[0].kind == "punctuation":
+                continue
+            name = words[0].text
+            function_like = (
+                len(words) > 1 and words[1].text == "(" and words[1].start == words[0].end
+            )
+            if function_like or name in params or name in RESERVED_NAMES or len(words) < 2:
+                continue
+            bodies.setdefault(name, " ".join(w.text for w in words[1:]))
+    macros: dict[str, Expression] = {}
+    progress = True
+    while progress:
+        progress = False
+        for name, body in bodies.items():
+            if name in macros:
+                continue
+            try:
+                expr = parse_expression(body, _Names(params, macros))
+            except ExpressionError:
+                continue
+            macros[name] = expr
+            progress = True
+    return macros
+
+
+def _macros_needed(
+    used: set[str], macros: Mapping[str, Expression]
+) -> tuple[tuple[str, Expression], ...]:
+    """The macros reachable from `used`, in resolution order (each after those it uses)."""
+    needed, stack = set(), [n for n in used if n in macros]
+    while stack:
+        name = stack.pop()
+        if name not in needed:
+            needed.add(name)
+            stack += [n for n in macros[name].names if n in macros]
+    return tuple((name, expr) for name, expr in macros.items() if name in needed)
+
+
+# --- the kernels' definitions -------------------------------------------------------------------
+
+
+def _kernel_cursors(
+    parsed: ParsedSource, include_dirs: list[str], defines: list[str]
+) -> dict[str, list[ci.Cursor]]:
+    """`__global__` definitions (templates included) in the user's files, by name."""
+    args = clang_args("cuda", include_dirs, defines)
+    index = ci.Index.create()
+    tu = index.parse(
+        parsed.main.path,
+        args=args,
+        unsaved_files=[(SHIM_PATH, CUDA_SHIM + _SIGNATURE_SHIM)],
+        options=ci.TranslationUnit.PARSE_INCOMPLETE | _KEEP_GOING,
+    )
+    user_files = {os.path.realpath(f.path) for f in parsed.files}
+    found: dict[str, list[ci.Cursor]] = {}
+    stack = list(tu.cursor.get_children())
+    while stack:
+        cursor = stack.pop()
+        if cursor.location.file is None:
+            continue
+        if os.path.realpath(cursor.location.file.name) not in user_files:
+            continue
+        if cursor.kind in (ci.CursorKind.NAMESPACE, ci.CursorKind.LINKAGE_SPEC):
+            stack.extend(cursor.get_children())
+        elif (
+            cursor.kind in (ci.CursorKind.FUNCTION_DECL, ci.CursorKind.FUNCTION_TEMPLATE)
+            and cursor.is_definition()
+            and any(c.kind == ci.CursorKind.CUDAGLOBAL_ATTR for c in cursor.get_children())
+        ):
+            found.setdefault(cursor.spelling, []).append(cursor)
+    return found
+
+
+def _kernel_cursor(
+    name: str, where: Location, kernels: Mapping[str, list[ci.Cursor]], parsed: ParsedSource
+) -> ci.Cursor:
+    candidates = kernels.get(name, [])
+    if not candidates:
+        if any(f.name == name for f in parsed.functions):
+            raise AnnotuneError(f"'{name}' is not a __global__ function", where)
+        known = ", ".join(sorted(kernels)) or "none"
+        raise AnnotuneError(
+            f"unknown kernel '{name}'", where, hint=f"kernels defined in these files: {known}"
+        )
+    if len(candidates) > 1:
+        raise AnnotuneError(f"kernel '{name}' is overloaded: annotune needs one definition", where)
+    cursor = candidates[0]
+    if cursor.kind == ci.CursorKind.FUNCTION_TEMPLATE:
+        raise AnnotuneError(f"'{name}' is a template kernel, which kernel mode cannot load", where)
+    return cursor
+
+
+def _device_mangled_name(cursor: ci.Cursor) -> str:
+    """The kernel's symbol in the cubin.
+
+    Parsed host-side, libclang mangles the host stub (`_Z21__device_stub__jacobiPf`); the device
+    symbol is the same with the stub's prefix gone (`_Z6jacobiPf`). `extern "C"` names are
+    unmangled either way.
+    """
+    mangled, name = cursor.mangled_name, cursor.spelling
+    stub = f"{len(_STUB) + len(name)}{_STUB}{name}"
+    return mangled.replace(stub, f"{len(name)}{name}", 1)
+
+
+def _error_diagnostics(cursor: ci.Cursor) -> list[tuple[int, str]]:
+    """Errors in the kernel's file (offset, text): a parameter of unknown type reads as int."""
+    tu = cursor.translation_unit
+    file = os.path.realpath(cursor.location.file.name)
+    found = []
+    for diagnostic in tu.diagnostics:
+        location = diagnostic.location
+        if diagnostic.severity < ci.Diagnostic.Error or location.file is None:
+            continue
+        if os.path.realpath(location.file.name) == file:
+            found.append((location.offset, diagnostic.spelling))
+    return found

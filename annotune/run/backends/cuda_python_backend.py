@@ -1,0 +1,225 @@
+"""The cuda-python backend: NVIDIA's `cuda-bindings` driver API (`cuda.bindings.driver`).
+
+This is what the lent GPU machines ship. Every driver call returns a tuple whose first element
+is a CUresult; `_check` turns a failure into BackendError with the error's name and text.
+Kernel arguments go to cuLaunchKernel as an array of pointers to each value, so the driver
+lays them out itself (no hand-computed alignment).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from annotune.run.backends.base import (
+    BackendError,
+    BackendUnavailable,
+    Dims,
+    KernelBackend,
+    wait_until,
+)
+
+_DEFAULT_SHARED_LIMIT = 48 * 1024  # above this a kernel must opt in to dynamic shared memory
+
+
+def _import_driver():
+    try:
+        from cuda.bindings import driver  # cuda-bindings >= 12.6
+    except ImportError:
+        try:
+            from cuda import cuda as driver  # older cuda-python
+        except ImportError:
+            raise BackendUnavailable(
+                "the cuda-python package is not installed (pip install cuda-python)"
+            ) from None
+    return driver
+
+
+@dataclass(frozen=True)
+class _Kernel:
+    module: object
+    function: object
+
+
+class CudaPythonBackend(KernelBackend):
+    """Kernel launches through `cuda.bindings.driver` on the device's primary context."""
+
+    name = "cuda-python"
+
+    def __init__(self, device: int = 0, *, driver: object | None = None):
+        """`driver` is the `cuda.bindings.driver` module, imported when None; the tests pass a
+        CPU stand-in to check the argument packing without a GPU."""
+        self._driver = driver or _import_driver()
+        d = self._driver
+        try:
+            result = d.cuInit(0)  # without a driver, cuda-bindings raises rather than returns
+        except Exception as error:  # noqa: BLE001  (its exception types vary between releases)
+            raise BackendUnavailable(f"no usable CUDA driver ({error})") from None
+        if result[0] != d.CUresult.CUDA_SUCCESS:
+            raise BackendUnavailable(
+                f"no usable CUDA driver or GPU ({self._error_text(result[0])})"
+            )
+        count = self._check(d.cuDeviceGetCount(), "cuDeviceGetCount")
+        if device >= count:
+            raise BackendUnavailable(f"no CUDA device {device} ({count} found)")
+        self._device = self._check(d.cuDeviceGet(device), "cuDeviceGet")
+        self._open_context()
+
+    def _open_context(self) -> None:
+        d = self._driver
+        self._context = self._check(d.cuDevicePrimaryCtxRetain(self._device), "cuCtxRetain")
+        self._check(d.cuCtxSetCurrent(self._context), "cuCtxSetCurrent")
+        flags = d.CUevent_flags.CU_EVENT_DEFAULT
+        self._start = self._check(d.cuEventCreate(flags), "cuEventCreate")
+        self._stop = self._check(d.cuEventCreate(flags), "cuEventCreate")
+
+    def _error_text(self, error: object) -> str:
+        _, name = self._driver.cuGetErrorName(error)
+        _, text = self._driver.cuGetErrorString(error)
+        decode = lambda b: b.decode() if isinstance(b, bytes) else str(b)  # noqa: E731
+        return f"{decode(name)}: {decode(text)}"
+
+    def _check(self, result: tuple, call: str):
+        """The call's value(s), or BackendError naming the call and the CUDA error."""
+        error = result[0]
+        if error != self._driver.CUresult.CUDA_SUCCESS:
+            raise BackendError(f"{call} failed: {self._error_text(error)}")
+        if len(result) == 1:
+            return None
+        return result[1] if len(result) == 2 else result[1:]
+
+    def device_name(self) -> str:
+        name = self._check(self._driver.cuDeviceGetName(256, self._device), "cuDeviceGetName")
+        return name.split(b"\0", 1)[0].decode()
+
+    def compute_capability(self) -> tuple[int, int]:
+        d = self._driver
+        attribute = d.CUdevice_attribute
+        major = self._check(
+            d.cuDeviceGetAttribute(
+                attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, self._device
+            ),
+            "cuDeviceGetAttribute",
+        )
+        minor = self._check(
+            d.cuDeviceGetAttribute(
+                attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, self._device
+            ),
+            "cuDeviceGetAttribute",
+        )
+        return int(major), int(minor)
+
+    def load(self, image: bytes, symbol: str) -> _Kernel:
+        d = self._driver
+        self._check(d.cuCtxSetCurrent(self._context), "cuCtxSetCurrent")
+        data = np.frombuffer(image + b"\0", dtype=np.uint8)  # alive for the call
+        module = self._check(d.cuModuleLoadData(data.ctypes.data), "cuModuleLoadData")
+        try:
+            function = self._check(
+                d.cuModuleGetFunction(module, symbol.encode()), f"cuModuleGetFunction({symbol})"
+            )
+        except BackendError:
+            d.cuModuleUnload(module)
+            raise
+        return _Kernel(module, function)
+
+    def unload(self, kernel: object) -> None:
+        assert isinstance(kernel, _Kernel)
+        self._check(self._driver.cuModuleUnload(kernel.module), "cuModuleUnload")
+
+    def allocate(self, nbytes: int) -> object:
+        return self._check(self._driver.cuMemAlloc(nbytes), f"cuMemAlloc({nbytes})")
+
+    def free(self, buffer: object) -> None:
+        self._check(self._driver.cuMemFree(buffer), "cuMemFree")
+
+    def upload(self, buffer: object, array: np.ndarray) -> None:
+        self._check(
+            self._driver.cuMemcpyHtoD(buffer, array.ctypes.data, array.nbytes), "cuMemcpyHtoD"
+        )
+
+    def download(self, buffer: object, array: np.ndarray) -> None:
+        self._check(
+            self._driver.cuMemcpyDtoH(array.ctypes.data, buffer, array.nbytes), "cuMemcpyDtoH"
+        )
+
+    def launch(
+        self, kernel: object, grid: Dims, block: Dims, shared: int, args: Sequence[object]
+    ) -> None:
+        assert isinstance(kernel, _Kernel)
+        d = self._driver
+        if shared > _DEFAULT_SHARED_LIMIT:
+            self._check(
+                d.cuFuncSetAttribute(
+                    kernel.function,
+                    d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    shared,
+                ),
+                "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)",
+            )
+        values = [
+            np.array([arg]) if isinstance(arg, np.generic) else np.array([int(arg)], np.uint64)
+            for arg in args
+        ]
+        pointers = np.array([value.ctypes.data for value in values], dtype=np.uint64)
+        self._check(
+            d.cuLaunchKernel(kernel.function, *grid, *block, shared, 0, pointers.ctypes.data, 0),
+            "cuLaunchKernel",
+        )
+
+    def timed_launch(
+        self,
+        kernel: object,
+        grid: Dims,
+        block: Dims,
+        shared: int,
+        args: Sequence[object],
+        *,
+        timeout: float,
+    ) -> float:
+        d = self._driver
+        self._check(d.cuEventRecord(self._start, 0), "cuEventRecord")
+        self.launch(kernel, grid, block, shared, args)
+        self._check(d.cuEventRecord(self._stop, 0), "cuEventRecord")
+        self._wait(self._stop, timeout, "the kernel")
+        return float(
+            self._check(d.cuEventElapsedTime(self._start, self._stop), "cuEventElapsedTime")
+        )
+
+    def synchronize(self, timeout: float) -> None:
+        self._check(self._driver.cuEventRecord(self._stop, 0), "cuEventRecord")
+        self._wait(self._stop, timeout, "the device")
+
+    def _wait(self, event: object, timeout: float, what: str) -> None:
+        d = self._driver
+
+        def done() -> bool:
+            error = d.cuEventQuery(event)[0]
+            if error == d.CUresult.CUDA_ERROR_NOT_READY:
+                return False
+            if error != d.CUresult.CUDA_SUCCESS:
+                raise BackendError(f"{what} failed: {self._error_text(error)}")
+            return True
+
+        wait_until(done, timeout, what)
+
+    def recover(self) -> None:
+        """Reset the primary context when the last event reports a fault or is still pending.
+
+        The event is asked rather than the context synchronized, which would wait forever on a
+        kernel that hangs.
+        """
+        d = self._driver
+        if d.cuEventQuery(self._stop)[0] == d.CUresult.CUDA_SUCCESS:
+            return
+        d.cuDevicePrimaryCtxRelease(self._device)
+        self._check(d.cuDevicePrimaryCtxReset(self._device), "cuDevicePrimaryCtxReset")
+        self._open_context()
+
+    def close(self) -> None:
+        d = self._driver
+        d.cuEventDestroy(self._start)
+        d.cuEventDestroy(self._stop)
+        d.cuDevicePrimaryCtxRelease(self._device)

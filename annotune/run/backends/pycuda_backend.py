@@ -1,0 +1,158 @@
+"""The pycuda backend (the optional extra `annotune[cuda]`), used first where it is installed.
+
+Launches go through `prepare`/`prepared_call` with a struct format built from the arguments'
+types: pycuda packs them with native alignment, which is how CUDA lays out kernel parameters,
+so mixed sizes (`size_t n, float a, double *x`) land where the kernel reads them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from annotune.run.backends.base import (
+    BackendError,
+    BackendUnavailable,
+    Dims,
+    KernelBackend,
+    wait_until,
+)
+
+_DEFAULT_SHARED_LIMIT = 48 * 1024  # above this a kernel must opt in to dynamic shared memory
+
+
+def _import_pycuda():
+    try:
+        import pycuda.driver as cuda
+    except ImportError:
+        raise BackendUnavailable("pycuda is not installed (pip install 'annotune[cuda]')") from None
+    return cuda
+
+
+@dataclass(frozen=True)
+class _Kernel:
+    module: object  # pycuda frees the module when this, its last reference, goes
+    function: object
+
+
+class PycudaBackend(KernelBackend):
+    """Kernel launches through pycuda, in a context of its own made current on this thread."""
+
+    name = "pycuda"
+
+    def __init__(self, device: int = 0, *, driver: object | None = None):
+        """`driver` is the `pycuda.driver` module, imported when None; the tests pass a CPU
+        stand-in to check the argument packing without a GPU."""
+        cuda = driver or _import_pycuda()
+        self._cuda = cuda
+        try:
+            cuda.init()
+            count = cuda.Device.count()
+        except cuda.Error as error:
+            raise BackendUnavailable(f"no usable CUDA driver or GPU ({error})") from None
+        if device >= count:
+            raise BackendUnavailable(f"no CUDA device {device} ({count} found)")
+        self._device = cuda.Device(device)
+        self._open_context()
+
+    def _open_context(self) -> None:
+        self._context = self._device.make_context()
+        self._start = self._cuda.Event()
+        self._stop = self._cuda.Event()
+
+    def _call(self, what: str, function, *args, **kwargs):
+        """Run a pycuda call; its errors become BackendError."""
+        try:
+            return function(*args, **kwargs)
+        except self._cuda.Error as error:
+            raise BackendError(f"{what} failed: {error}") from None
+
+    def device_name(self) -> str:
+        return self._device.name()
+
+    def compute_capability(self) -> tuple[int, int]:
+        major, minor = self._device.compute_capability()
+        return int(major), int(minor)
+
+    def load(self, image: bytes, symbol: str) -> _Kernel:
+        module = self._call("loading the cubin", self._cuda.module_from_buffer, image)
+        function = self._call(f"finding kernel {symbol}", module.get_function, symbol)
+        return _Kernel(module, function)
+
+    def unload(self, kernel: object) -> None:
+        """Nothing to do: pycuda unloads a module once no kernel refers to it."""
+
+    def allocate(self, nbytes: int) -> object:
+        return self._call(f"allocating {nbytes} bytes", self._cuda.mem_alloc, nbytes)
+
+    def free(self, buffer: object) -> None:
+        self._call("freeing device memory", buffer.free)  # type: ignore[attr-defined]
+
+    def upload(self, buffer: object, array: np.ndarray) -> None:
+        self._call("copying to the device", self._cuda.memcpy_htod, buffer, array)
+
+    def download(self, buffer: object, array: np.ndarray) -> None:
+        self._call("copying from the device", self._cuda.memcpy_dtoh, array, buffer)
+
+    def launch(
+        self, kernel: object, grid: Dims, block: Dims, shared: int, args: Sequence[object]
+    ) -> None:
+        assert isinstance(kernel, _Kernel)
+        function = kernel.function
+        if shared > _DEFAULT_SHARED_LIMIT:
+            attribute = self._cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES
+            self._call("raising the shared memory limit", function.set_attribute, attribute, shared)
+        formats = "".join(arg.dtype.char if isinstance(arg, np.generic) else "P" for arg in args)
+        values = [arg if isinstance(arg, np.generic) else int(arg) for arg in args]
+        self._call("preparing the launch", function.prepare, formats)
+        self._call(
+            "launching the kernel",
+            function.prepared_call,
+            grid,
+            block,
+            *values,
+            shared_size=shared,
+        )
+
+    def timed_launch(
+        self,
+        kernel: object,
+        grid: Dims,
+        block: Dims,
+        shared: int,
+        args: Sequence[object],
+        *,
+        timeout: float,
+    ) -> float:
+        self._call("recording an event", self._start.record)
+        self.launch(kernel, grid, block, shared, args)
+        self._call("recording an event", self._stop.record)
+        self._wait(timeout, "the kernel")
+        return float(self._call("reading the events", self._start.time_till, self._stop))
+
+    def synchronize(self, timeout: float) -> None:
+        self._call("recording an event", self._stop.record)
+        self._wait(timeout, "the device")
+
+    def _wait(self, timeout: float, what: str) -> None:
+        wait_until(lambda: self._call(f"waiting for {what}", self._stop.query), timeout, what)
+
+    def recover(self) -> None:
+        """A new context when the last event reports a fault or is still pending (a hang)."""
+        try:
+            if self._stop.query():
+                return
+        except self._cuda.Error:
+            pass
+        try:
+            self._context.pop()
+            self._context.detach()
+        except self._cuda.Error:
+            pass  # the poisoned context may refuse; a new one is made all the same
+        self._open_context()
+
+    def close(self) -> None:
+        self._context.pop()
+        self._context.detach()

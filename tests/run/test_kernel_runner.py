@@ -1,0 +1,799 @@
+"""Kernel mode's runner: inputs, reference, checking, timing and failures as statuses.
+
+Everything but the GPU runs here for real: the runner drives a CPU stand-in for a backend whose
+"cubins" name a behaviour (correct, wrong, faulting, hanging) and whose kernels are numpy
+functions. The tests marked `gpu` compile the fixture with nvcc and run it through each real
+backend; they skip, saying why, where there is no GPU or no backend.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import enum
+import importlib.util
+import itertools
+import math
+import shutil
+import struct
+import subprocess
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from annotune.annotate.frontend import parse_source
+from annotune.annotate.kernel import KernelSpec, kernel_specs
+from annotune.build import BuildResult
+from annotune.diagnostics import AnnotuneError
+from annotune.run.backends import (
+    BACKENDS,
+    BackendError,
+    BackendUnavailable,
+    KernelBackend,
+    KernelTimeout,
+    open_backend,
+    select_backend,
+)
+from annotune.run.backends.cuda_python_backend import CudaPythonBackend
+from annotune.run.backends.pycuda_backend import PycudaBackend
+from annotune.run.kernel import KernelReference, KernelRunner, compare_outputs, cubin_compiler
+
+FIXTURE = Path(__file__).parent.parent / "data" / "kernel" / "jacobi.cu"
+DEFAULT = {"BLOCK_X": 32, "BLOCK_Y": 4}
+
+
+@pytest.fixture(scope="module")
+def specs() -> dict[str, KernelSpec]:
+    specs = kernel_specs(parse_source(FIXTURE), ("BLOCK_X", "BLOCK_Y"))
+    return {spec.name: spec for spec in specs}
+
+
+def jacobi_host(grid: np.ndarray, nx: int, ny: int) -> np.ndarray:
+    """What the fixture's jacobi_step computes, in the same float32 order."""
+    a = grid.reshape(ny, nx)
+    out = a.copy()
+    out[1:-1, 1:-1] = np.float32(0.25) * (a[1:-1, :-2] + a[1:-1, 2:] + a[:-2, 1:-1] + a[2:, 1:-1])
+    return out.ravel()
+
+
+# --- a CPU stand-in for a backend ----------------------------------------------------------------
+
+
+def _jacobi(behaviour: str, args: list) -> None:
+    source, target, nx, ny = args
+    assert isinstance(nx, np.int32) and isinstance(ny, np.int32)
+    out = target.view(np.float32)
+    out[:] = jacobi_host(source.view(np.float32), int(nx), int(ny))
+    if behaviour == "wrong":
+        out[7] += 1e-3
+
+
+def _axpy(behaviour: str, args: list) -> None:
+    n, a, x, y = args
+    assert isinstance(n, np.uint64) and isinstance(a, np.float32)
+    y.view(np.float64)[: int(n)] += a * x.view(np.float64)[: int(n)]
+
+
+KERNELS = {
+    "_Z11jacobi_stepPKfPfii": _jacobi,
+    "_Z4axpymfPKdPd": _axpy,
+    "_Z1kPKiPhPx": lambda behaviour, args: None,
+}
+
+
+class FakeBackend(KernelBackend):
+    """Buffers are numpy byte arrays; a cubin's text says how its kernel behaves.
+
+    "ok" computes the right answer, "wrong" a slightly wrong one, "fault" poisons the context
+    (reported at the next wait, as CUDA reports an illegal address), "hang" never finishes.
+    More than 1024 threads per block is refused at launch, as the driver does.
+    """
+
+    name = "fake"
+
+    def __init__(self, times=(1.0,)):
+        self.times = itertools.cycle(times)
+        self.launches = self.timed = self.recoveries = 0
+        self.loaded: set[int] = set()
+        self.buffers: set[int] = set()
+        self.uploads: list[np.ndarray] = []
+        self.poisoned = self.hung = False
+
+    def device_name(self) -> str:
+        return "Fake GPU"
+
+    def compute_capability(self) -> tuple[int, int]:
+        return (9, 0)
+
+    def load(self, image: bytes, symbol: str) -> object:
+        if self.poisoned:
+            raise BackendError("cuModuleLoadData failed: CUDA_ERROR_ILLEGAL_ADDRESS")
+        if symbol not in KERNELS:
+            raise BackendError(f"cuModuleGetFunction({symbol}) failed: CUDA_ERROR_NOT_FOUND")
+        kernel = (KERNELS[symbol], image.decode().strip())
+        self.loaded.add(id(kernel))
+        return kernel
+
+    def unload(self, kernel: object) -> None:
+        self.loaded.discard(id(kernel))
+
+    def allocate(self, nbytes: int) -> object:
+        assert nbytes > 0
+        buffer = np.zeros(nbytes, np.uint8)
+        self.buffers.add(id(buffer))
+        return buffer
+
+    def free(self, buffer: object) -> None:
+        self.buffers.remove(id(buffer))
+
+    def upload(self, buffer, array: np.ndarray) -> None:
+        buffer[: array.nbytes] = array.view(np.uint8)
+        self.uploads.append(array.copy())
+
+    def download(self, buffer, array: np.ndarray) -> None:
+        array.view(np.uint8)[:] = buffer[: array.nbytes]
+
+    def launch(self, kernel, grid, block, shared, args) -> None:
+        if self.poisoned:
+            raise BackendError("cuLaunchKernel failed: CUDA_ERROR_ILLEGAL_ADDRESS")
+        if math.prod(block) > 1024:
+            raise BackendError("cuLaunchKernel failed: CUDA_ERROR_INVALID_VALUE: invalid argument")
+        function, behaviour = kernel
+        self.launches += 1
+        if behaviour == "fault":
+            self.poisoned = True
+        elif behaviour == "hang":
+            self.hung = True
+        else:
+            function(behaviour, args)
+
+    def timed_launch(self, kernel, grid, block, shared, args, *, timeout: float) -> float:
+        self.launch(kernel, grid, block, shared, args)
+        self.synchronize(timeout)
+        self.timed += 1
+        return next(self.times)
+
+    def synchronize(self, timeout: float) -> None:
+        if self.poisoned:
+            raise BackendError("the device failed: CUDA_ERROR_ILLEGAL_ADDRESS")
+        if self.hung:
+            raise KernelTimeout(f"the device did not finish within {timeout:g} s")
+
+    def recover(self) -> None:
+        self.recoveries += 1
+        if self.poisoned or self.hung:
+            self.poisoned = self.hung = False
+            self.loaded.clear()
+            self.buffers.clear()
+
+    def close(self) -> None:
+        pass
+
+
+def build(tmp_path: Path, params: dict, behaviour: str = "ok") -> BuildResult:
+    cubin = tmp_path / f"{behaviour}-{'-'.join(map(str, params.values()))}.cubin"
+    cubin.write_text(behaviour)
+    return BuildResult(dict(params), cubin, seconds=0.5)
+
+
+# --- the runner ----------------------------------------------------------------------------------
+
+
+def test_default_gives_the_reference_and_others_are_checked_against_it(specs, tmp_path):
+    backend = FakeBackend(times=(5.0, 1.0, 3.0, 2.0, 4.0))
+    runner = KernelRunner(specs["jacobi_step"], backend, warmup=2, repeats=5)
+    default, reference = runner.measure(build(tmp_path, DEFAULT))
+    assert default.status == "ok" and default.time == 3.0
+    assert default.times == (5.0, 1.0, 3.0, 2.0, 4.0)
+    assert backend.launches == 1 + 2 + 5 and backend.timed == 5  # check, warm-up, timed
+    assert isinstance(reference, KernelReference) and list(reference.outputs) == ["out"]
+    inputs = backend.uploads[0]
+    np.testing.assert_array_equal(reference.outputs["out"], jacobi_host(inputs, 300, 200))
+    assert default.compile_info["launch"] == {
+        "grid": [10, 50, 1],
+        "block": [32, 4, 1],
+        "shared": 512,
+    }
+    assert default.compile_info["backend"] == "fake"
+
+    other = {"BLOCK_X": 64, "BLOCK_Y": 8}
+    measured, mine = runner.measure(build(tmp_path, other), reference)
+    assert measured.status == "ok" and measured.params == other
+    assert mine is not None and mine.params == other
+    np.testing.assert_array_equal(backend.uploads[2], inputs)  # the same inputs every time
+    assert not backend.loaded and not backend.buffers  # everything released
+
+
+def test_a_different_answer_is_wrong_output_with_the_largest_error(specs, tmp_path):
+    runner = KernelRunner(specs["jacobi_step"], FakeBackend())
+    _, reference = runner.measure(build(tmp_path, DEFAULT))
+    measured, mine = runner.measure(build(tmp_path, DEFAULT, "wrong"), reference)
+    assert measured.status == "wrong_output" and mine is None and measured.time is None
+    assert "output 'out' differs from the default configuration's at 1 of 60000 elements" in (
+        measured.error
+    )
+    assert "max error 0.001 at index 7" in measured.error
+    # Without a reference (the default failed, say), nothing is checked.
+    assert runner.measure(build(tmp_path, DEFAULT, "wrong"))[0].status == "ok"
+
+
+def test_tolerances_decide_what_is_wrong(specs, tmp_path):
+    loose = KernelRunner(specs["jacobi_step"], FakeBackend(), atol=1e-2)
+    _, reference = loose.measure(build(tmp_path, DEFAULT))
+    assert loose.measure(build(tmp_path, DEFAULT, "wrong"), reference)[0].status == "ok"
+
+
+def test_a_launch_the_device_refuses_is_a_runtime_error(specs, tmp_path):
+    backend = FakeBackend()
+    runner = KernelRunner(specs["jacobi_step"], backend)
+    measured, mine = runner.measure(build(tmp_path, {"BLOCK_X": 128, "BLOCK_Y": 16}))
+    assert measured.status == "runtime_error" and mine is None
+    assert "CUDA_ERROR_INVALID_VALUE" in measured.error
+    assert backend.recoveries == 1 and not backend.buffers and not backend.loaded
+    assert runner.measure(build(tmp_path, DEFAULT))[0].status == "ok"
+
+
+def test_a_fault_resets_the_device_and_tuning_goes_on(specs, tmp_path):
+    backend = FakeBackend()
+    runner = KernelRunner(specs["jacobi_step"], backend)
+    measured, _ = runner.measure(build(tmp_path, DEFAULT, "fault"))
+    assert measured.status == "runtime_error" and "ILLEGAL_ADDRESS" in measured.error
+    assert not backend.poisoned
+    assert runner.measure(build(tmp_path, DEFAULT))[0].status == "ok"
+
+
+def test_a_hanging_kernel_is_a_timeout(specs, tmp_path):
+    backend = FakeBackend()
+    runner = KernelRunner(specs["jacobi_step"], backend, timeout=0.5)
+    measured, _ = runner.measure(build(tmp_path, DEFAULT, "hang"))
+    assert measured.status == "timeout" and "0.5 s" in measured.error
+    assert runner.measure(build(tmp_path, DEFAULT))[0].status == "ok"
+
+
+def test_compile_errors_and_uncomputable_launches(specs, tmp_path):
+    runner = KernelRunner(specs["jacobi_step"], FakeBackend())
+    failed = BuildResult(DEFAULT, None, error="compile failed: error: expected ';'")
+    measured, _ = runner.measure(failed)
+    assert measured.status == "compile_error" and "expected ';'" in measured.error
+    measured, _ = runner.measure(build(tmp_path, {"BLOCK_X": 0, "BLOCK_Y": 4}))
+    assert measured.status == "runtime_error" and "undefined" in measured.error
+    missing = BuildResult(DEFAULT, tmp_path / "gone.cubin")
+    assert runner.measure(missing)[0].status == "runtime_error"
+
+
+def test_a_symbol_missing_from_the_cubin_is_a_runtime_error(specs, tmp_path):
+    runner = KernelRunner(specs["typed"], FakeBackend())
+    measured, _ = runner.measure(build(tmp_path, DEFAULT))
+    assert measured.status == "runtime_error" and "typed" in measured.error
+
+
+def test_inout_arrays_and_scalars_of_the_signatures_types(specs, tmp_path):
+    backend = FakeBackend()
+    runner = KernelRunner(specs["axpy"], backend, warmup=0, repeats=1)
+    measured, reference = runner.measure(build(tmp_path, DEFAULT))
+    assert measured.status == "ok"
+    x, y = backend.uploads[0], backend.uploads[1]
+    assert x.dtype == y.dtype == np.float64 and x.size == 10000
+    np.testing.assert_allclose(reference.outputs["y"], y + np.float32(0.5) * x)
+    assert list(reference.outputs) == ["y"] and not reference.outputs["y"].flags.writeable
+
+
+def test_inputs_depend_on_the_seed_only(specs, tmp_path):
+    def first_input(seed: int) -> np.ndarray:
+        backend = FakeBackend()
+        KernelRunner(specs["jacobi_step"], backend, seed=seed).measure(build(tmp_path, DEFAULT))
+        return backend.uploads[0]
+
+    a, b, c = first_input(1), first_input(1), first_input(2)
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, c)
+    assert a.dtype == np.float32 and a.min() >= 0 and a.max() < 1
+
+
+def test_integer_inputs_are_small_and_out_arrays_start_at_zero(tmp_path):
+    source = tmp_path / "k.cu"
+    source.write_text(
+        "#pragma annotune kernel k grid(1) block(B) args(in(1000), out(10), inout(10))\n"
+        "__global__ void k(const int *i, unsigned char *o, long long *io) {}\n"
+    )
+    (spec,) = kernel_specs(parse_source(source), ("B",))
+    backend = FakeBackend()
+    measured, reference = KernelRunner(spec, backend).measure(build(tmp_path, {"B": 1}))
+    assert measured.status == "ok"
+    inputs, zeros, both = backend.uploads
+    assert inputs.dtype == np.int32 and inputs.min() >= 0 and inputs.max() < 100
+    assert zeros.dtype == np.uint8 and not zeros.any()
+    assert both.dtype == np.int64 and both.any()
+    assert list(reference.outputs) == ["o", "io"]
+
+
+def test_compare_outputs():
+    reference = KernelReference({}, {"o": np.array([1.0, np.nan, np.inf]), "i": np.array([1, 2])})
+    same = {"o": np.array([1.0 + 1e-9, np.nan, np.inf]), "i": np.array([1, 2])}
+    assert compare_outputs(same, reference, rtol=1e-5, atol=1e-8) == ""
+    nan = {"o": np.array([np.nan, np.nan, np.inf]), "i": np.array([1, 2])}
+    assert "max error inf at index 0" in compare_outputs(nan, reference, rtol=1e-5, atol=1e-8)
+    ints = {"o": same["o"], "i": np.array([1, 3])}
+    assert "output 'i'" in compare_outputs(ints, reference, rtol=1, atol=1)
+    short = {"o": same["o"], "i": np.array([1])}
+    assert "has 1 elements" in compare_outputs(short, reference, rtol=1e-5, atol=1e-8)
+
+
+def test_settings(specs):
+    runner = KernelRunner(specs["jacobi_step"], FakeBackend(), repeats=7, seed=3)
+    assert runner.to_json() == {
+        "mode": "kernel",
+        "kernel": "jacobi_step",
+        "warmup": 1,
+        "repeats": 7,
+        "seed": 3,
+        "rtol": 1e-5,
+        "atol": 1e-8,
+    }
+    with pytest.raises(ValueError):
+        KernelRunner(specs["jacobi_step"], FakeBackend(), repeats=0)
+    argv = cubin_compiler((9, 0)).render(Path("k.cu"), Path("k.cubin"), ["-DB=1"], ["inc"])
+    assert argv == [
+        "nvcc", "-cubin", "-arch=sm_90", "-O3", "-Xptxas", "-v", "-Iinc", "-DB=1", "k.cu", "-o",
+        "k.cubin",
+    ]  # fmt: skip
+
+
+# --- the real backends' plumbing, on the CPU ----------------------------------------------------
+#
+# Stand-ins for `cuda.bindings.driver` and `pycuda.driver` keep "device" memory in host buffers
+# and run the fixture's kernels in numpy, reading each parameter where CUDA would: through
+# cuLaunchKernel's array of pointers, or at its offset in pycuda's packed argument buffer. So
+# the backends' argument packing, copies, events and error handling run for real.
+
+SIGNATURES = {  # per kernel: each parameter's ctypes type (pointers as c_uint64)
+    "_Z11jacobi_stepPKfPfii": (ctypes.c_uint64, ctypes.c_uint64, ctypes.c_int32, ctypes.c_int32),
+    "_Z4axpymfPKdPd": (ctypes.c_uint64, ctypes.c_float, ctypes.c_uint64, ctypes.c_uint64),
+}
+OFFSETS = {"_Z11jacobi_stepPKfPfii": (0, 8, 16, 20), "_Z4axpymfPKdPd": (0, 8, 16, 24)}
+
+
+def device_array(address: int, ctype, count: int) -> np.ndarray:
+    return np.ctypeslib.as_array((ctype * count).from_address(address))
+
+
+def run_on_host(symbol: str, values: list) -> None:
+    """The fixture's kernels on host memory, given the parameter values read as CUDA would."""
+    if symbol == "_Z11jacobi_stepPKfPfii":
+        source, target, nx, ny = values
+        cells = nx * ny
+        out = device_array(target, ctypes.c_float, cells)
+        out[:] = jacobi_host(device_array(source, ctypes.c_float, cells), nx, ny)
+    else:
+        n, a, x, y = values
+        y_array = device_array(y, ctypes.c_double, n)
+        y_array += np.float32(a) * device_array(x, ctypes.c_double, n)
+
+
+class Memory:
+    """Host buffers standing in for device memory, addressed by their real addresses."""
+
+    def __init__(self) -> None:
+        self.buffers: dict[int, ctypes.Array] = {}
+
+    def allocate(self, nbytes: int) -> int:
+        buffer = ctypes.create_string_buffer(nbytes)
+        self.buffers[ctypes.addressof(buffer)] = buffer
+        return ctypes.addressof(buffer)
+
+
+class FakeCudaDriver:
+    """Enough of `cuda.bindings.driver`: calls return (CUresult, values...) tuples."""
+
+    class CUresult(enum.IntEnum):
+        CUDA_SUCCESS = 0
+        CUDA_ERROR_INVALID_VALUE = 1
+        CUDA_ERROR_NOT_FOUND = 500
+        CUDA_ERROR_NOT_READY = 600
+        CUDA_ERROR_ILLEGAL_ADDRESS = 700
+
+    class CUevent_flags(enum.IntEnum):
+        CU_EVENT_DEFAULT = 0
+
+    class CUdevice_attribute(enum.IntEnum):
+        CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
+        CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
+
+    class CUfunction_attribute(enum.IntEnum):
+        CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+
+    def __init__(self) -> None:
+        self.memory = Memory()
+        self.clock = 0.0
+        self.poisoned = False
+        self.resets = 0
+        self.shared_opt_in: list[int] = []
+
+    def _status(self, *values):
+        return (self.CUresult.CUDA_ERROR_ILLEGAL_ADDRESS if self.poisoned else 0, *values)
+
+    def cuInit(self, flags):
+        return (self.CUresult.CUDA_SUCCESS,)
+
+    def cuDeviceGetCount(self):
+        return (0, 1)
+
+    def cuDeviceGet(self, ordinal):
+        return (0, ordinal)
+
+    def cuDevicePrimaryCtxRetain(self, device):
+        return (0, "context")
+
+    def cuDevicePrimaryCtxRelease(self, device):
+        return (0,)
+
+    def cuDevicePrimaryCtxReset(self, device):
+        self.poisoned, self.resets = False, self.resets + 1
+        return (0,)
+
+    def cuCtxSetCurrent(self, context):
+        return (0,)
+
+    def cuGetErrorName(self, error):
+        return (0, self.CUresult(error).name.encode())
+
+    def cuGetErrorString(self, error):
+        texts = {1: b"invalid argument", 500: b"named symbol not found", 700: b"illegal address"}
+        return (0, texts[error])
+
+    def cuDeviceGetName(self, length, device):
+        return (0, b"Fake GPU\0\0\0")
+
+    def cuDeviceGetAttribute(self, attribute, device):
+        major = self.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
+        return (0, 9 if attribute == major else 0)
+
+    def cuModuleLoadData(self, address):
+        return self._status(ctypes.string_at(address).decode())
+
+    def cuModuleGetFunction(self, module, name):
+        if name.decode() not in SIGNATURES:
+            return (self.CUresult.CUDA_ERROR_NOT_FOUND, None)
+        return (0, (module, name.decode()))
+
+    def cuModuleUnload(self, module):
+        return self._status()
+
+    def cuMemAlloc(self, nbytes):
+        return self._status(self.memory.allocate(nbytes))
+
+    def cuMemFree(self, address):
+        del self.memory.buffers[address]
+        return self._status()
+
+    def cuMemcpyHtoD(self, device, host, nbytes):
+        ctypes.memmove(device, host, nbytes)
+        return self._status()
+
+    def cuMemcpyDtoH(self, host, device, nbytes):
+        ctypes.memmove(host, device, nbytes)
+        return self._status()
+
+    def cuFuncSetAttribute(self, function, attribute, value):
+        self.shared_opt_in.append(value)
+        return (0,)
+
+    def cuLaunchKernel(self, function, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+        behaviour, symbol = function
+        if bx * by * bz > 1024:
+            return (self.CUresult.CUDA_ERROR_INVALID_VALUE,)
+        pointers = (ctypes.c_uint64 * len(SIGNATURES[symbol])).from_address(params)
+        values = [
+            ct.from_address(p).value for ct, p in zip(SIGNATURES[symbol], pointers, strict=True)
+        ]
+        if behaviour == "fault":
+            self.poisoned = True
+        else:
+            run_on_host(symbol, values)
+        return self._status()
+
+    def cuEventCreate(self, flags):
+        return (0, [0.0])
+
+    def cuEventDestroy(self, event):
+        return (0,)
+
+    def cuEventRecord(self, event, stream):
+        self.clock += 0.25
+        event[0] = self.clock
+        return self._status()
+
+    def cuEventQuery(self, event):
+        return self._status()
+
+    def cuEventElapsedTime(self, start, stop):
+        return (0, stop[0] - start[0])
+
+    def cuCtxSynchronize(self):
+        return self._status()
+
+
+class FakePycuda(types.SimpleNamespace):
+    """Enough of `pycuda.driver`: prepared calls pack their arguments with `struct`."""
+
+    class Error(Exception):
+        pass
+
+    def __init__(self) -> None:
+        memory = Memory()
+        error = self.Error
+        poisoned = []
+
+        class Allocation(int):
+            def free(self) -> None:
+                del memory.buffers[int(self)]
+
+        class Function:
+            def __init__(self, behaviour: str, symbol: str) -> None:
+                self.behaviour, self.symbol, self.format = behaviour, symbol, ""
+
+            def prepare(self, format: str) -> None:
+                self.format = format
+
+            def set_attribute(self, attribute, value) -> None:
+                pass
+
+            def prepared_call(self, grid, block, *args, shared_size=0) -> None:
+                if math.prod(block) > 1024:
+                    raise error("cuLaunchKernel failed: invalid argument")
+                packed = struct.pack(self.format, *args)
+                values = [
+                    ct.from_buffer_copy(packed, offset).value
+                    for ct, offset in zip(
+                        SIGNATURES[self.symbol], OFFSETS[self.symbol], strict=True
+                    )
+                ]
+                if self.behaviour == "fault":
+                    poisoned.append(True)
+                else:
+                    run_on_host(self.symbol, values)
+
+        class Module:
+            def __init__(self, image: bytes) -> None:
+                self.behaviour = image.decode()
+
+            def get_function(self, symbol: str) -> Function:
+                if symbol not in SIGNATURES:
+                    raise error("cuModuleGetFunction failed: named symbol not found")
+                return Function(self.behaviour, symbol)
+
+        class Event:
+            clock = [0.0]
+
+            def record(self) -> None:
+                self.clock[0] += 0.5
+                self.time = self.clock[0]
+
+            def query(self) -> bool:
+                if poisoned:
+                    raise error("cuEventQuery failed: an illegal memory access was encountered")
+                return True
+
+            def time_till(self, other) -> float:
+                return other.time - self.time
+
+        class Context:
+            def pop(self) -> None:
+                poisoned.clear()
+
+            def detach(self) -> None:
+                pass
+
+            @staticmethod
+            def synchronize() -> None:
+                pass
+
+        class Device:
+            def __init__(self, ordinal: int) -> None:
+                pass
+
+            @staticmethod
+            def count() -> int:
+                return 1
+
+            def name(self) -> str:
+                return "Fake GPU"
+
+            def compute_capability(self) -> tuple[int, int]:
+                return (8, 6)
+
+            def make_context(self) -> Context:
+                return Context()
+
+        super().__init__(
+            init=lambda: None,
+            Device=Device,
+            Context=Context,
+            Event=Event,
+            module_from_buffer=Module,
+            mem_alloc=lambda nbytes: Allocation(memory.allocate(nbytes)),
+            memcpy_htod=lambda buffer, array: ctypes.memmove(
+                int(buffer), array.ctypes.data, array.nbytes
+            ),
+            memcpy_dtoh=lambda array, buffer: ctypes.memmove(
+                array.ctypes.data, int(buffer), array.nbytes
+            ),
+            function_attribute=types.SimpleNamespace(MAX_DYNAMIC_SHARED_SIZE_BYTES=8),
+            memory=memory,
+        )
+
+
+def fake_backends() -> list[KernelBackend]:
+    return [
+        CudaPythonBackend(driver=FakeCudaDriver()),
+        PycudaBackend(driver=FakePycuda()),
+    ]
+
+
+@pytest.mark.parametrize("backend", fake_backends(), ids=lambda b: b.name)
+def test_the_backends_pack_arguments_where_cuda_reads_them(specs, tmp_path, backend):
+    assert backend.device_name() == "Fake GPU"
+    assert backend.compute_capability() in ((9, 0), (8, 6))
+    jacobi = KernelRunner(specs["jacobi_step"], backend, repeats=3)
+    default, reference = jacobi.measure(build(tmp_path, DEFAULT))
+    assert default.status == "ok" and default.time > 0 and len(default.times) == 3
+    inputs = jacobi.input_array(0, specs["jacobi_step"].launch(DEFAULT).args[0])
+    np.testing.assert_array_equal(reference.outputs["out"], jacobi_host(inputs, 300, 200))
+    axpy = KernelRunner(specs["axpy"], backend, warmup=0, repeats=1)
+    measured, out = axpy.measure(build(tmp_path, DEFAULT))
+    assert measured.status == "ok"
+    launch = specs["axpy"].launch(DEFAULT)
+    x, y = axpy.input_array(2, launch.args[2]), axpy.input_array(3, launch.args[3])
+    np.testing.assert_array_equal(out.outputs["y"], y + np.float32(0.5) * x)
+
+
+@pytest.mark.parametrize("backend", fake_backends(), ids=lambda b: b.name)
+def test_the_backends_report_failures_and_recover(specs, tmp_path, backend):
+    runner = KernelRunner(specs["jacobi_step"], backend)
+    too_big = runner.measure(build(tmp_path, {"BLOCK_X": 128, "BLOCK_Y": 16}))[0]
+    assert too_big.status == "runtime_error" and "invalid argument" in too_big.error.lower()
+    fault = runner.measure(build(tmp_path, DEFAULT, "fault"))[0]
+    assert fault.status == "runtime_error" and "illegal" in fault.error.lower()
+    assert runner.measure(build(tmp_path, DEFAULT))[0].status == "ok"
+    missing = KernelRunner(specs["typed"], backend).measure(build(tmp_path, DEFAULT))[0]
+    assert missing.status == "runtime_error" and "typed" in missing.error
+
+
+def test_more_than_48k_of_shared_memory_is_opted_into(tmp_path):
+    source = tmp_path / "k.cu"
+    source.write_text(
+        "#pragma annotune kernel axpy grid(1) block(B) shared(B * 1024)"
+        " args(4, 2, in(4), inout(4))\n"
+        "__global__ void axpy(size_t n, float a, const double *x, double *y) {}\n"
+    )
+    (spec,) = kernel_specs(parse_source(source), ("B",))
+    driver = FakeCudaDriver()
+    runner = KernelRunner(spec, CudaPythonBackend(driver=driver), warmup=0, repeats=1)
+    assert runner.measure(build(tmp_path, {"B": 32}))[0].status == "ok"
+    assert driver.shared_opt_in == []
+    assert runner.measure(build(tmp_path, {"B": 64}))[0].status == "ok"
+    assert driver.shared_opt_in == [65536, 65536]
+
+
+# --- choosing a backend --------------------------------------------------------------------------
+
+NO_BACKEND_PACKAGE = importlib.util.find_spec("pycuda") is None and (
+    importlib.util.find_spec("cuda") is None
+)
+
+
+def test_unknown_backend_name():
+    with pytest.raises(AnnotuneError, match="unknown kernel backend 'opencl'"):
+        select_backend("opencl")
+
+
+@pytest.mark.skipif(not NO_BACKEND_PACKAGE, reason="a CUDA backend package is installed here")
+def test_without_pycuda_or_cuda_python_the_error_says_what_to_install():
+    with pytest.raises(AnnotuneError) as caught:
+        select_backend()
+    message = caught.value.message
+    assert "pycuda: pycuda is not installed" in message
+    assert "cuda-python: the cuda-python package is not installed" in message
+    assert "pip install" in caught.value.hint
+    with pytest.raises(AnnotuneError, match=r"^no usable CUDA kernel backend \(pycuda: "):
+        select_backend("pycuda")
+
+
+# --- on a GPU ------------------------------------------------------------------------------------
+
+
+def real_backend(name: str) -> KernelBackend:
+    try:
+        return open_backend(name)
+    except (BackendUnavailable, BackendError) as reason:
+        pytest.skip(f"{name}: {reason}")
+
+
+def nvcc_cubin(tmp_path: Path, backend: KernelBackend, params: dict) -> BuildResult:
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc is not installed")
+    argv = cubin_compiler(backend.compute_capability()).render(
+        FIXTURE,
+        tmp_path / f"{'-'.join(map(str, params.values()))}.cubin",
+        [f"-D{k}={v}" for k, v in params.items()],
+        [str(FIXTURE.parent)],
+    )
+    subprocess.run(argv, check=True, capture_output=True)
+    return BuildResult(dict(params), Path(argv[-1]))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", BACKENDS)
+def test_real_kernels_on_the_gpu(name, specs, tmp_path):
+    with real_backend(name) as backend:
+        runner = KernelRunner(specs["jacobi_step"], backend, repeats=3)
+        default, reference = runner.measure(nvcc_cubin(tmp_path, backend, DEFAULT))
+        assert default.status == "ok", default.error
+        assert default.time > 0 and len(default.times) == 3
+        inputs = runner.input_array(0, specs["jacobi_step"].launch(DEFAULT).args[0])
+        np.testing.assert_allclose(
+            reference.outputs["out"], jacobi_host(inputs, 300, 200), rtol=1e-6
+        )
+        other = runner.measure(
+            nvcc_cubin(tmp_path, backend, {"BLOCK_X": 16, "BLOCK_Y": 8}), reference
+        )
+        assert other[0].status == "ok", other[0].error
+        too_big = runner.measure(
+            nvcc_cubin(tmp_path, backend, {"BLOCK_X": 128, "BLOCK_Y": 16}), reference
+        )
+        assert too_big[0].status == "runtime_error"
+        axpy = KernelRunner(specs["axpy"], backend, repeats=2)
+        measured, out = axpy.measure(nvcc_cubin(tmp_path, backend, DEFAULT))
+        assert measured.status == "ok", measured.error
+        launch = specs["axpy"].launch(DEFAULT)
+        x, y = axpy.input_array(2, launch.args[2]), axpy.input_array(3, launch.args[3])
+        np.testing.assert_allclose(out.outputs["y"], y + np.float32(0.5) * x, rtol=1e-12)
+        typed = KernelRunner(specs["typed"], backend, repeats=1)
+        assert typed.measure(nvcc_cubin(tmp_path, backend, DEFAULT))[0].status == "ok"
+
+
+# --- kernel mode inside the tuning loop -------------------------------------------------------
+
+
+def test_tune_in_kernel_mode_uses_the_defaults_outputs_as_reference(tmp_path, monkeypatch):
+    """The loop picks the kernel runner, builds with the given command, captures the default's
+    outputs, and on a second run (the default reused) launches it again only for them."""
+    import sys
+
+    from annotune.annotate import read_problem
+    from annotune.build import CompilerCommand
+    from annotune.run.program import RunSpec
+    from annotune.tuner import TuneOptions, tune
+
+    for name in ("jacobi.cu", "params.cuh", "axpy.cuh"):
+        shutil.copy(FIXTURE.parent / name, tmp_path / name)
+    backend = FakeBackend(times=(2.0, 1.0))
+    monkeypatch.setattr("annotune.tuner.select_backend", lambda name=None: backend)
+    # A stand-in "compiler": the cubin says how the kernel behaves (here: always right).
+    fake_nvcc = CompilerCommand(
+        (
+            sys.executable,
+            "-c",
+            "import sys; open(sys.argv[1], 'w').write('ok')",
+            "{output}",
+            "{source}",
+        )
+    )
+    options = TuneOptions(
+        strategy="random",
+        budget=4,
+        device="fake-gpu",
+        kernel="jacobi_step",
+        compiler=fake_nvcc,
+        run=RunSpec(warmup=0, repeats=2),
+    )
+    problem = read_problem(tmp_path / "jacobi.cu")
+    first = tune(problem, options)
+    assert first.evaluations == 4 and first.invalid == 0
+    assert first.default.time == 1.5  # median of the fake's 2.0 and 1.0
+    assert first.header.is_file()
+    launches = backend.launches
+    second = tune(problem, options)
+    assert second.reused == 4
+    assert backend.launches > launches  # the default ran once more, for its outputs only
