@@ -15,6 +15,7 @@ from annotune.annotate.grammar import (
     Domain,
     GrammarError,
     Number,
+    ParamPragma,
     TuneComment,
     find_tune_comments,
     parse_number,
@@ -44,7 +45,6 @@ class _Define:
     value_span: TextSpan | None
     guarded: bool
     function_like: bool
-    directive: Directive
     file: SourceFile
 
 
@@ -54,7 +54,7 @@ class _Collector:
     params: dict[str, TunableParam] = field(default_factory=dict)
     constraints: list[ConstraintDecl] = field(default_factory=list)
     defines: dict[str, _Define] = field(default_factory=dict)
-    pending_pragma_params: list[tuple] = field(default_factory=list)
+    pending_pragma_params: list[tuple[SourceFile, int, ParamPragma]] = field(default_factory=list)
     program_args: list[str] | None = None
 
     def add(self, param: TunableParam) -> None:
@@ -225,7 +225,6 @@ def _define(
         value_span=span,
         guarded=guarded,
         function_like=function_like,
-        directive=directive,
         file=source,
     )
 
@@ -374,7 +373,9 @@ def _join_continuations(text: str) -> str:
     return text.replace("\\\r\n", " \r\n").replace("\\\n", " \n")
 
 
-def _add_pragma_param(collector: _Collector, source: SourceFile, start: int, pragma) -> None:
+def _add_pragma_param(
+    collector: _Collector, source: SourceFile, start: int, pragma: ParamPragma
+) -> None:
     location = source.location(start + pragma.name_offset)
     define = collector.defines.get(pragma.name)
     if pragma.default is not None:
