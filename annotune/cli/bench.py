@@ -1,0 +1,126 @@
+"""`annotune bench`: judge search strategies on replay datasets by the IterML paper's standards.
+
+Exit codes: 0 success, 2 bad input (missing or unreadable dataset, bad option), 130
+interrupted. With --json, stdout holds exactly one JSON object; progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.progress import Progress
+from rich.table import Table
+
+from annotune.bench import BenchRow, RunTrace, bench, plot_boxes
+from annotune.cli.app import app, print_json, stderr, stdout, user_errors
+from annotune.diagnostics import AnnotuneError
+from annotune.run.replay import load_replay
+from annotune.strategies import STRATEGY_NAMES
+
+_STRATEGY_HELP = f"Repeatable; one of: {', '.join(STRATEGY_NAMES)}."
+
+
+@app.command("bench")
+def bench_command(
+    datasets: list[Path] = typer.Argument(  # noqa: B008
+        ..., help="Kernel Tuner cache (.json/.json.gz) or T4 results files."
+    ),
+    strategy: list[str] = typer.Option(  # noqa: B008
+        ["iterml"], "--strategy", "-s", help=_STRATEGY_HELP
+    ),
+    repeats: int = typer.Option(100, help="Runs (seeds) per dataset and strategy."),
+    seed: int = typer.Option(0, help="Seed from which every run's seed is derived."),
+    max_evals: int | None = typer.Option(
+        None, help="Cap on measurements per run (default: random search's exact Standard 2)."
+    ),
+    workers: int | None = typer.Option(None, help="Processes (default: all cores)."),
+    json_output: bool = typer.Option(False, "--json", help="Print one JSON object only."),
+    plot: Path | None = typer.Option(  # noqa: B008
+        None, help="Write Figure-14 style box plots to this PNG (needs matplotlib)."
+    ),
+) -> None:
+    """Measurements each strategy needs for Standard 1 (median of best >= 0.95) and
+    Standard 2 (5th percentile >= 0.95), beside the exact values for random search."""
+    with user_errors():
+        _check_options(strategy, repeats, max_evals, workers)
+        loaded = [load_replay(path) for path in datasets]
+        if plot is not None:
+            _require_matplotlib()
+        rows: list[BenchRow] = []
+        total = len(loaded) * len(strategy) * repeats
+        show = not json_output and stderr.is_terminal
+        with Progress(console=stderr, disable=not show, transient=True) as progress:
+            task = progress.add_task("bench", total=total)
+            for dataset in loaded:
+                progress.update(task, description=dataset.name)
+
+                def advance(_name: str, _trace: RunTrace) -> None:
+                    progress.advance(task)
+
+                rows.extend(
+                    bench(
+                        dataset,
+                        strategy,
+                        repeats=repeats,
+                        seed=seed,
+                        cap=max_evals,
+                        workers=workers,
+                        on_run=advance,
+                    )
+                )
+        if plot is not None:
+            plot_boxes(rows, {d.name: d.normalized() for d in loaded}, plot)
+        if json_output:
+            print_json({"results": [row.to_json() for row in rows]})
+        else:
+            stdout.print(_table(rows))
+
+
+def _check_options(
+    strategies: list[str], repeats: int, max_evals: int | None, workers: int | None
+) -> None:
+    for name in strategies:
+        if name not in STRATEGY_NAMES:
+            raise AnnotuneError(
+                f"unknown strategy {name!r}; choose one of {', '.join(STRATEGY_NAMES)}"
+            )
+    if repeats < 1:
+        raise AnnotuneError("--repeats must be at least 1")
+    if max_evals is not None and max_evals < 1:
+        raise AnnotuneError("--max-evals must be at least 1")
+    if workers is not None and workers < 1:
+        raise AnnotuneError("--workers must be at least 1")
+
+
+def _require_matplotlib() -> None:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise AnnotuneError(
+            "--plot needs matplotlib", hint="pip install 'annotune[plot]'"
+        ) from None
+
+
+def _table(rows: list[BenchRow]) -> Table:
+    def cell(value: int | None, cap: int) -> str:
+        return f"> {cap}" if value is None else str(value)
+
+    def share(value: int | None, reference: int | None) -> str:
+        if value is None or not reference:
+            return "-"
+        return f"{100 * value / reference:.0f}%"
+
+    table = Table(title="Measurements to reach 0.95 of the best (Standard 1 / Standard 2)")
+    for column in ("dataset", "strategy", "size", "std1", "std2", "random std1",
+                   "random std2", "std1 vs random", "std2 vs random"):
+        table.add_column(column, justify="left" if column in ("dataset", "strategy") else "right")
+    for row in rows:
+        s, r = row.standards, row.random
+        table.add_row(
+            row.dataset, row.strategy, str(row.size),
+            cell(s.std1, row.cap), cell(s.std2, row.cap),
+            cell(r.std1, row.size), cell(r.std2, row.size),
+            share(s.std1, r.std1), share(s.std2, r.std2),
+        )
+    return table
