@@ -64,7 +64,7 @@ class TuneProgress:
     """What a progress display shows; updated after every measurement."""
 
     device: str
-    space_size: int
+    space_size: int | None  # legal configurations; None when too many to count
     budget: int | None
     strategy: str
     iteration: int = 0
@@ -98,7 +98,7 @@ class TuneReport:
     default: Outcome
     header: Path | None
     interrupted: bool
-    space_size: int
+    space_size: int | None
     db_path: Path
 
     def to_json(self) -> dict:
@@ -129,7 +129,7 @@ def tune(
     """
     space = problem_space(problem)
     rng = np.random.default_rng(options.seed)
-    legal = _legal_rows(space, rng)
+    legal, legal_count = _legal_rows(space, rng)
     candidates = Candidates(space.decode(legal), space.names)
     device = options.device or current_device_name()
     with ExitStack() as resources:
@@ -150,7 +150,7 @@ def tune(
         )
         study = db.open_study(key, fresh=options.fresh)
         session = _Session(problem, space, legal, db, study, builder, measurer, on_progress)
-        session.progress = TuneProgress(device, len(legal), options.budget, options.strategy)
+        session.progress = TuneProgress(device, legal_count, options.budget, options.strategy)
         interrupted = False
         try:
             known = session.measure_default()
@@ -169,14 +169,16 @@ def tune(
         return session.finish(options, interrupted, db_path)
 
 
-def _legal_rows(space: Space, rng: np.random.Generator) -> np.ndarray:
+def _legal_rows(space: Space, rng: np.random.Generator) -> tuple[np.ndarray, int | None]:
+    """The candidates the search sees (a uniform sample of huge spaces) and the legal count."""
     try:
         legal = space.legal_indices()
     except SpaceTooLarge:
-        return space.sample(MAX_CANDIDATES, rng)
+        return space.sample(MAX_CANDIDATES, rng), None
     if len(legal) > MAX_CANDIDATES:
-        return legal[np.sort(rng.choice(len(legal), MAX_CANDIDATES, replace=False))]
-    return legal
+        chosen = np.sort(rng.choice(len(legal), MAX_CANDIDATES, replace=False))
+        return legal[chosen], len(legal)
+    return legal, len(legal)
 
 
 def _measurer(problem: Problem, options: TuneOptions, resources: ExitStack):
@@ -405,7 +407,7 @@ class _Session:
                 self.problem,
                 best.params,
                 device=p.device,
-                space_size=len(self.legal),
+                space_size=p.space_size,
                 measurements=p.evaluations,
                 default_time=p.default_time,
                 best_time=best.time,
@@ -421,7 +423,7 @@ class _Session:
             default=default,
             header=header,
             interrupted=interrupted,
-            space_size=len(self.legal),
+            space_size=p.space_size,
             db_path=db_path,
         )
 

@@ -220,8 +220,9 @@ def _ms(value: float | None) -> str:
 def _print_report(report: TuneReport) -> None:
     gain = speedup(report)
     stdout.print(f"device        {report.device}")
+    size = "a space too large to count" if report.space_size is None else f"{report.space_size:,}"
     stdout.print(
-        f"measurements  {report.evaluations} of {report.space_size:,} legal "
+        f"measurements  {report.evaluations} of {size} legal "
         f"({report.reused} reused, {report.invalid} invalid)"
     )
     stdout.print(f"default       {_ms(report.default.time)}  {report.default.params}")
