@@ -20,9 +20,11 @@ prediction) and changes what the replay measurements said to change:
   after a batch that did not. A configuration pruned by an early, poor model comes back, and
   a stalled search widens its pool again.
 * Each batch is a mix (fractions `local`, `exploit`, rest random):
-  - `local`: around each of the best measured configurations, change one randomly chosen
-    parameter to the value the model predicts best. This fine-tunes the few best regions,
-    where a forest's predictions are too coarse to rank the top configurations.
+  - `local`: a best-first local search. Going down the measured configurations from the
+    best, each pick expands one not yet expanded parameter of a centre (drawn at random) to
+    the value the model predicts best; every (centre, parameter) pair is expanded once per
+    run, so when the best few are done the search moves to the next ones. This fine-tunes
+    the best regions, where a forest is too coarse to rank the top configurations.
   - `exploit`: Thompson sampling, the minimum of a different random tree of the forest for
     each pick, over the whole unmeasured space: the trees disagree where data is scarce,
     which spreads the picks over every region that might hold the optimum.
@@ -31,15 +33,29 @@ prediction) and changes what the replay measurements said to change:
   `invalid_factor` times the worst valid time so far, so the model steers away from their
   region; the driver never reports them as best.
 
-Measured on the replay data (20-40 seeds per setting, Standard 1 / Standard 2 measurements;
-see the report of issue 3 and `benchmarks/replay_table.py`): purely random picks in the pool
-(the paper) reached 88 / never on pnpoly; ranking all neighbours together wasted the local
-picks on pnpoly's 31 near-equivalent block sizes (misses in 2 of 20 runs), choosing the
-parameter first fixed that; Thompson over the whole space rather than the pool cut the
-convolution A4000 median from 1004 to 219; local 0.6 / exploit 0.2 beat 0.2-0.4 local with
-more exploitation on the convolution kernels (A4000 Standard 1: 81 vs 134-173); the adaptive
-pool removed the runs that never reached 0.95 on pnpoly. Batches of 5 instead of 10 changed
-little for twice the model fits.
+How the defaults were chosen (replay data, 20-40 seeds per setting unless said otherwise,
+Standard 1 / Standard 2 in measurements; random search in brackets):
+
+* paper algorithm, 100 seeds: 90 / never on pnpoly (80 / 335), never / never on convolution
+  A4000 (267 / 1,039); the pruned-away optimum does not come back.
+* Thompson and mean exploitation inside the shrinking pool alone: convolution A4000 1,004 /
+  never; Thompson over the whole space: 219 / 510.
+* adding local moves that ranked all neighbours together: pnpoly runs got stuck (2-3 of 20
+  never reached 0.95) because the picks went to its 31 near-equivalent block sizes; drawing
+  the parameter first fixed that (pnpoly 52 / 85, A4000 101 / 251).
+* local 0.5-0.6 / exploit 0.2-0.3 / random 0.2 beat more exploitation (exploit 0.4-0.7:
+  A4000 Standard 1 134-173 against 74-91). Between local 0.6 / exploit 0.2 and the default
+  local 0.5 / exploit 0.3 (100 seeds each): pnpoly 51 / 251 vs 51 / 122, convolution 3090
+  64 / 124 vs 61 / 103, gemm 121 / 225 vs 115 / 201, A4000 82 / 181 vs 91 / 191, W6600
+  471 / 875 vs 567 / 931; the default trades some of W6600 for pnpoly's tail.
+* the adaptive pool (instead of narrowing every iteration) removed the pnpoly runs that
+  never got there; pool floor 50 and cut 0.2 vs 0.1/0.3/0.4 were within noise.
+* expanding every (centre, parameter) once instead of always the best few centres took
+  convolution W6600, a 4-configuration needle beside a broad 0.83 plateau, from 501 / 953
+  to 124 / 791 (694 / 2,299); two or three moves per centre were worse there.
+* batches of 5 instead of 10 and a first random batch of 10 instead of 20 changed results
+  within noise for up to twice the model fits; a forest with max_features 0.5 or leaves of
+  1 was worse on pnpoly.
 """
 
 from __future__ import annotations
@@ -67,6 +83,7 @@ class IterML(Strategy):
     initial: size of the first, purely random batch (None: `pick`).
     cut: fraction of the remaining space pruned per step.
     local: fraction of each batch spent on one-parameter moves around the best measured.
+    moves_per_centre: parameters expanded around one centre per batch before moving on.
     exploit: fraction of each batch chosen by the model ("thompson" or "mean" acquisition).
         The rest of the batch is random inside the pool.
     adaptive: soft pool that narrows on progress and widens on stalls (else the pool narrows
@@ -89,8 +106,8 @@ class IterML(Strategy):
         pick: float = 10,
         initial: int | None = 20,
         cut: float = 0.2,
-        local: float = 0.6,
-        exploit: float = 0.2,
+        local: float = 0.5,
+        exploit: float = 0.3,
         acquisition: str = "thompson",
         adaptive: bool = True,
         moves_per_centre: int = 1,
@@ -106,6 +123,8 @@ class IterML(Strategy):
             raise ValueError("cut must be in [0, 1)")
         if not (0.0 <= exploit <= 1.0 and 0.0 <= local <= 1.0 and exploit + local <= 1.0):
             raise ValueError("local and exploit must be fractions with local + exploit <= 1")
+        if moves_per_centre < 1:
+            raise ValueError("moves_per_centre must be >= 1")
         if initial is not None and initial < 1:
             raise ValueError("initial must be >= 1")
         if acquisition not in ("thompson", "mean"):
@@ -228,12 +247,13 @@ class IterML(Strategy):
     def _local(self, alive: np.ndarray, score: np.ndarray, count: int) -> np.ndarray:
         """`count` model-chosen unmeasured neighbours of the best measured configurations.
 
-        A neighbour differs from its centre in exactly one parameter. The k-th pick looks
-        around the k-th best valid measurement (moving on when a neighbourhood is used up):
-        it changes one parameter drawn at random, to the value the model predicts best.
-        Drawing the parameter first matters: ranking all neighbours together spends the picks
-        on the parameter with the most values even when it hardly matters (pnpoly's 31
-        block sizes), and misses the parameter that does.
+        A neighbour differs from its centre in exactly one parameter. Centres are taken best
+        first; around each, up to `moves_per_centre` parameters not expanded before (drawn
+        at random) are moved to the value the model predicts best. Drawing the parameter
+        first matters: ranking all neighbours together spends the picks on the parameter
+        with the most values even when it hardly matters (pnpoly's 31 block sizes). Each
+        (centre, parameter) pair is expanded once per run, so the search walks down the
+        ranking instead of circling the same few centres.
         """
         if count <= 0:
             return np.zeros(0, dtype=np.intp)
@@ -253,7 +273,8 @@ class IterML(Strategy):
                 continue
             expanded = self._expanded.setdefault(int(centre), set())
             axes = [a for a in np.flatnonzero(differs[near].any(axis=0)) if a not in expanded]
-            for axis in self._rng.permutation(axes)[: min(self.moves_per_centre, count - len(chosen))]:
+            moves = min(self.moves_per_centre, count - len(chosen))
+            for axis in self._rng.permutation(axes)[:moves]:
                 expanded.add(int(axis))
                 along = np.flatnonzero(near & differs[:, axis] & np.isfinite(predicted))
                 if along.size == 0:

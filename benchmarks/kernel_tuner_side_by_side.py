@@ -1,0 +1,149 @@
+"""Kernel Tuner's strategies on the same replay files, judged exactly like `annotune bench`.
+
+Kernel Tuner is never a dependency of annotune; install it in a separate environment and run
+this script there with annotune on the path:
+
+    python -m venv /tmp/ktvenv && /tmp/ktvenv/bin/pip install kernel_tuner
+    PYTHONPATH=. /tmp/ktvenv/bin/python benchmarks/kernel_tuner_side_by_side.py \\
+        --repeats 20 --max-fevals 800 ../shared/data/replay/pnpoly_RTX_3090.json.gz ...
+
+Each run uses Kernel Tuner's simulation mode (every "measurement" is read from the cache file)
+with a budget of `--max-fevals` unique configurations. `kernel_tuner.tune_cache` restricts the
+space to the cache's *valid* configurations, i.e. it tells the strategy in advance which
+configurations would fail, something no tuner knows on a real GPU and annotune's runs are not
+told. So by default this script calls `tune_kernel` in simulation mode the way `tune_cache`
+does but with the space restricted to every configuration in the cache, invalid ones
+included (they are measured and count, as in annotune's runs). `--known-invalid` uses
+`tune_cache` unchanged, for reference. The count
+of measurements is the number of *unique* configurations the run had evaluated when its best
+normalized performance first reached 0.95 (invalid configurations count, repeats do not),
+the same count annotune's bench uses. Standards 1 and 2 follow from those first hits with
+`annotune.bench.standards_from_hits`, so both sides share one definition.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import random
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from annotune.bench import random_standards, standards_from_hits
+from annotune.run.replay import load_replay
+
+STRATEGIES = (
+    "bayes_opt",
+    "pso",
+    "genetic_algorithm",
+    "dual_annealing",
+    "simulated_annealing",
+    "mls",
+    "random_sample",
+)
+
+
+def first_hit(results: list[dict], keys: list[str], normalized: dict[tuple, float]) -> int | None:
+    """Unique configurations evaluated when the best normalized performance first hit 0.95."""
+    seen: set[tuple] = set()
+    for record in results:
+        config = tuple(record[k] for k in keys)
+        if config in seen:
+            continue
+        seen.add(config)
+        if normalized.get(config, 0.0) >= 0.95:
+            return len(seen)
+    return None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("datasets", nargs="+", type=Path)
+    parser.add_argument("--strategy", action="append", dest="strategies")
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--max-fevals", type=int, default=800)
+    parser.add_argument("--json", type=Path, help="also write the rows to this file")
+    parser.add_argument(
+        "--known-invalid", action="store_true", help="use tune_cache as is (invalid pre-excluded)"
+    )
+    args = parser.parse_args()
+
+    # Imported late: only this script needs Kernel Tuner.
+    from constraint import FunctionConstraint
+    from kernel_tuner import tune_cache, tune_kernel
+    from kernel_tuner.util import infer_args_from_cache, read_cache
+
+    def tune(cache_path: str, **options: object) -> list[dict]:
+        if args.known_invalid:
+            return tune_cache(cache_path, **options)[0]
+        cache = read_cache(cache_path, open_cache=False)
+        keys = cache["tune_params_keys"]
+        space = {tuple(r[k] for k in keys) for r in cache["cache"].values()}
+        legal = FunctionConstraint(lambda *values: values in space)
+        kernel_args = infer_args_from_cache(cache)
+        return tune_kernel(
+            **kernel_args, cache=cache_path, restrictions=[legal], simulation_mode=True, **options
+        )[0]
+
+    warnings.filterwarnings("ignore")
+    rows = []
+    print("| dataset | strategy | std1 | std2 | runs reaching 0.95 | seconds |")
+    print("|---|---|---|---|---|---|")
+    for path in args.datasets:
+        dataset = load_replay(path)
+        keys = list(dataset.names)
+        norm = dataset.normalized()
+        normalized = {
+            tuple(int(v) if float(v).is_integer() else v for v in row): float(x)
+            for row, x in zip(dataset.candidates.values.tolist(), norm, strict=True)
+        }
+        exact = random_standards(norm)
+        with tempfile.TemporaryDirectory() as tmp:
+            plain = Path(tmp) / "cache.json"
+            raw = path.read_bytes()
+            plain.write_bytes(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+            for strategy in args.strategies or STRATEGIES:
+                started = time.time()
+                hits = []
+                for seed in range(args.repeats):
+                    random.seed(seed)
+                    np.random.seed(seed)
+                    results = tune(
+                        str(plain),
+                        strategy=strategy,
+                        strategy_options={"max_fevals": args.max_fevals},
+                        verbose=False,
+                        quiet=True,
+                    )
+                    hits.append(first_hit(results, keys, normalized))
+                std = standards_from_hits(hits)
+                reached = sum(h is not None for h in hits)
+                seconds = time.time() - started
+                print(
+                    f"| {dataset.name} | {strategy} | {std.std1} | {std.std2} | "
+                    f"{reached}/{args.repeats} | {seconds:.0f} |",
+                    flush=True,
+                )
+                rows.append(
+                    {
+                        "dataset": dataset.name,
+                        "strategy": strategy,
+                        "std1_evals": std.std1,
+                        "std2_evals": std.std2,
+                        "random_std1_evals": exact.std1,
+                        "random_std2_evals": exact.std2,
+                        "first_hits": hits,
+                        "max_fevals": args.max_fevals,
+                    }
+                )
+    if args.json:
+        args.json.write_text(json.dumps({"results": rows}, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
