@@ -284,8 +284,9 @@ def plot_boxes(
         for s, row in enumerate(mine):
             data = [[t.at(b) for t in row.traces] for b in budgets]
             positions = [i + (s - (len(mine) - 1) / 2) * width for i in range(len(budgets))]
-            box = ax.boxplot(data, positions=positions, widths=width * 0.9, patch_artist=True,
-                             showfliers=False)
+            box = ax.boxplot(
+                data, positions=positions, widths=width * 0.9, patch_artist=True, showfliers=False
+            )
             color = f"C{s}"
             for patch in box["boxes"]:
                 patch.set_facecolor(color)

@@ -159,4 +159,3 @@ class Surrogate:
             chunk = x[start : start + PREDICT_CHUNK]
             out[start : start + len(chunk)] = tree.predict(chunk)
         return out
-

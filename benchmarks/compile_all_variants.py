@@ -1,6 +1,6 @@
 """Compile every legal variant of an example with its default compiler and report resources.
 
-    python benchmarks/compile_all_variants.py examples/cuda/stencil2d/stencil2d.cu [--jobs 2]
+python benchmarks/compile_all_variants.py examples/cuda/stencil2d/stencil2d.cu [--jobs 2]
 """
 
 from __future__ import annotations

@@ -70,8 +70,11 @@ def main() -> None:
     for name, candidates, times in spaces:
         for measured in args.measured:
             ask, fit, predict = time_iteration(candidates, times, measured, args.n_jobs)
-            print(f"| {name} | {len(candidates):,} | {measured} | {ask:.3f} | {fit:.3f} | "
-                  f"{predict:.3f} |", flush=True)
+            print(
+                f"| {name} | {len(candidates):,} | {measured} | {ask:.3f} | {fit:.3f} | "
+                f"{predict:.3f} |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -43,8 +43,10 @@ def main() -> None:
     paths = args.datasets or sorted(REPLAY_DIR.glob("*.json.gz"))
     strategies = args.strategies or ["iterml", "iterml-paper"]
 
-    print("| dataset | size | strategy | std1 | std2 | random std1 / std2 (exact) | "
-          "std1 vs random | std2 vs random | target (<=50% / <=40%) | seconds |")
+    print(
+        "| dataset | size | strategy | std1 | std2 | random std1 / std2 (exact) | "
+        "std1 vs random | std2 vs random | target (<=50% / <=40%) | seconds |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     rows, normalized = [], {}
     for path in paths:
@@ -57,9 +59,15 @@ def main() -> None:
             s, r = row.standards, row.random
             applies = r.std2 is not None and r.std2 > 20
             met = (
-                s.std1 is not None and s.std2 is not None
-                and s.std1 <= 0.5 * r.std1 and s.std2 <= 0.4 * r.std2
-            ) if applies else None
+                (
+                    s.std1 is not None
+                    and s.std2 is not None
+                    and s.std1 <= 0.5 * r.std1
+                    and s.std2 <= 0.4 * r.std2
+                )
+                if applies
+                else None
+            )
             verdict = "n/a (random <= 20)" if met is None else ("met" if met else "MISSED")
             print(
                 f"| {row.dataset} | {row.size:,} | {strategy} | "

@@ -24,9 +24,9 @@ def bowl(n_x: int = 24, n_y: int = 24, n_z: int = 8) -> tuple[Candidates, np.nda
     """A synthetic space with one known optimum at (17, 5, 2) and a smooth bowl around it."""
     x, y, z = np.meshgrid(np.arange(n_x), np.arange(n_y), np.arange(n_z), indexing="ij")
     values = np.stack([x.ravel(), y.ravel(), z.ravel()], axis=1).astype(float)
-    times = 1.0 + 0.05 * ((values[:, 0] - 17) ** 2 + (values[:, 1] - 5) ** 2) + (
-        values[:, 2] - 2
-    ) ** 2
+    times = (
+        1.0 + 0.05 * ((values[:, 0] - 17) ** 2 + (values[:, 1] - 5) ** 2) + (values[:, 2] - 2) ** 2
+    )
     return Candidates(values, ("x", "y", "z")), times
 
 
@@ -47,7 +47,11 @@ def test_random_and_exhaustive_measure_each_configuration_once():
     candidates, times = bowl(6, 5, 2)
     for name in ("random", "exhaustive"):
         outcome = run_search(
-            create(name), candidates, replay(times), budget=Budget(), rng=np.random.default_rng(1),
+            create(name),
+            candidates,
+            replay(times),
+            budget=Budget(),
+            rng=np.random.default_rng(1),
             batch_size=7,
         )
         indices = [r.index for r in outcome.results]
@@ -88,8 +92,12 @@ def test_budget_is_never_exceeded_and_every_measurement_is_told(evaluations, bat
     candidates, times = bowl(8, 8, 2)
     strategy = Recorder(create(name, pick=11) if name.startswith("iterml") else create(name))
     outcome = run_search(
-        strategy, candidates, replay(times), budget=Budget(evaluations=evaluations),
-        rng=np.random.default_rng(0), batch_size=batch,
+        strategy,
+        candidates,
+        replay(times),
+        budget=Budget(evaluations=evaluations),
+        rng=np.random.default_rng(0),
+        batch_size=batch,
     )
     assert len(outcome.results) <= evaluations
     assert strategy.told == [r.index for r in outcome.results]
@@ -100,8 +108,13 @@ def test_time_budget_stops_the_loop():
     candidates, times = bowl(6, 6, 2)
     ticks = iter(range(1000))
     outcome = run_search(
-        create("random"), candidates, replay(times), budget=Budget(seconds=3),
-        rng=np.random.default_rng(0), batch_size=4, clock=lambda: float(next(ticks)),
+        create("random"),
+        candidates,
+        replay(times),
+        budget=Budget(seconds=3),
+        rng=np.random.default_rng(0),
+        batch_size=4,
+        clock=lambda: float(next(ticks)),
     )
     assert outcome.stopped_by == "time"
     assert len(outcome.results) == 8  # two batches fit in three ticks
@@ -110,8 +123,13 @@ def test_time_budget_stops_the_loop():
 def test_callback_can_stop_the_search():
     candidates, times = bowl(6, 6, 2)
     outcome = run_search(
-        create("random"), candidates, replay(times), budget=Budget(),
-        rng=np.random.default_rng(0), batch_size=5, on_batch=lambda *_: True,
+        create("random"),
+        candidates,
+        replay(times),
+        budget=Budget(),
+        rng=np.random.default_rng(0),
+        batch_size=5,
+        on_batch=lambda *_: True,
     )
     assert outcome.stopped_by == "callback" and len(outcome.results) == 5
 
@@ -122,7 +140,10 @@ def test_same_seed_same_search(name):
 
     def indices(seed: int) -> list[int]:
         outcome = run_search(
-            create(name), candidates, replay(times), budget=Budget(evaluations=80),
+            create(name),
+            candidates,
+            replay(times),
+            budget=Budget(evaluations=80),
             rng=np.random.default_rng(seed),
         )
         return [r.index for r in outcome.results]
@@ -138,7 +159,10 @@ def test_invalid_configurations_are_learned_from_and_never_best():
     invalid |= times < 1.02  # the optimum itself fails, so the best valid one is elsewhere
     for name in ("iterml", "iterml-paper", "random"):
         outcome = run_search(
-            create(name), candidates, replay(times, invalid), budget=Budget(evaluations=200),
+            create(name),
+            candidates,
+            replay(times, invalid),
+            budget=Budget(evaluations=200),
             rng=np.random.default_rng(2),
         )
         assert outcome.best is not None and outcome.best.time is not None
@@ -152,7 +176,10 @@ def test_iterml_beats_random_on_a_space_with_a_known_optimum():
 
     def evaluations_to_optimum(name: str, seed: int) -> int:
         outcome = run_search(
-            create(name), candidates, replay(times), budget=Budget(evaluations=len(candidates)),
+            create(name),
+            candidates,
+            replay(times),
+            budget=Budget(evaluations=len(candidates)),
             rng=np.random.default_rng(seed),
             on_batch=lambda results, *_: any(r.index == optimum for r in results),
         )

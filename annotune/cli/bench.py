@@ -112,15 +112,29 @@ def _table(rows: list[BenchRow]) -> Table:
         return f"{100 * value / reference:.0f}%"
 
     table = Table(title="Measurements to reach 0.95 of the best (Standard 1 / Standard 2)")
-    for column in ("dataset", "strategy", "size", "std1", "std2", "random std1",
-                   "random std2", "std1 vs random", "std2 vs random"):
+    for column in (
+        "dataset",
+        "strategy",
+        "size",
+        "std1",
+        "std2",
+        "random std1",
+        "random std2",
+        "std1 vs random",
+        "std2 vs random",
+    ):
         table.add_column(column, justify="left" if column in ("dataset", "strategy") else "right")
     for row in rows:
         s, r = row.standards, row.random
         table.add_row(
-            row.dataset, row.strategy, str(row.size),
-            cell(s.std1, row.cap), cell(s.std2, row.cap),
-            cell(r.std1, row.size), cell(r.std2, row.size),
-            share(s.std1, r.std1), share(s.std2, r.std2),
+            row.dataset,
+            row.strategy,
+            str(row.size),
+            cell(s.std1, row.cap),
+            cell(s.std2, row.cap),
+            cell(r.std1, row.size),
+            cell(r.std2, row.size),
+            share(s.std1, r.std1),
+            share(s.std2, r.std2),
         )
     return table

@@ -20,14 +20,22 @@ def write_cache(path) -> None:
 def test_json_output_shape(cli, tmp_path):
     data = tmp_path / "tiny.json"
     write_cache(data)
-    out = cli.json("bench", data, "--repeats", "3", "--workers", "1", "--json",
-                   "-s", "iterml", "-s", "random")
+    out = cli.json(
+        "bench", data, "--repeats", "3", "--workers", "1", "--json", "-s", "iterml", "-s", "random"
+    )
     assert list(out) == ["results"]
     rows = out["results"]
     assert [r["strategy"] for r in rows] == ["iterml", "random"]
     for row in rows:
-        assert set(row) == {"dataset", "strategy", "size", "std1_evals", "std2_evals",
-                            "random_std1_evals", "random_std2_evals"}
+        assert set(row) == {
+            "dataset",
+            "strategy",
+            "size",
+            "std1_evals",
+            "std2_evals",
+            "random_std1_evals",
+            "random_std2_evals",
+        }
         assert row["dataset"] == "tiny" and row["size"] == 144
         assert row["random_std1_evals"] is not None
         assert all(v is None or isinstance(v, int) for k, v in row.items() if k.endswith("evals"))
