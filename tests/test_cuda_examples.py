@@ -110,6 +110,7 @@ def test_twenty_sampled_variants_compile(name, tmp_path):
 def _make(name: str, tmp_path: Path) -> None:
     work = tmp_path / name
     shutil.copytree(CUDA / name, work, ignore=shutil.ignore_patterns("build", name))
+    shutil.copytree(CUDA / "common", tmp_path / "common", dirs_exist_ok=True)
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
@@ -252,7 +253,8 @@ def _emulate(name: str, config: dict[str, int], workdir: Path) -> subprocess.Com
     defines = SMALL.get(name, ["-DN=37"]) + [f"-D{k}={v}" for k, v in config.items()]
     subprocess.run(
         ["g++", "-std=c++20", "-O1", "-pthread", "-include", str(shim)]
-        + [f"-I{ANNOTUNE_INCLUDE_DIR}", *defines, str(program), "-o", str(binary)],
+        + [f"-I{ANNOTUNE_INCLUDE_DIR}", f"-I{CUDA / name}", *defines]
+        + [str(program), "-o", str(binary)],
         check=True,
         capture_output=True,
         text=True,

@@ -24,10 +24,10 @@ def gpu() -> str:
 
 
 def test_tune_a_cuda_example_in_program_mode(gpu, tmp_path, data_dir):
-    example = data_dir.parent.parent / "examples" / "cuda" / "stencil2d"
-    for name in ("stencil2d.cu", "stencil2d.cuh"):
-        shutil.copy(example / name, tmp_path / name)
-    problem = read_problem(tmp_path / "stencil2d.cu")
+    examples = data_dir.parent.parent / "examples" / "cuda"
+    shutil.copytree(examples / "stencil2d", tmp_path / "stencil2d")
+    shutil.copytree(examples / "common", tmp_path / "common")
+    problem = read_problem(tmp_path / "stencil2d" / "stencil2d.cu")
     report = tune(
         problem,
         TuneOptions(strategy="iterml", budget=12, run=RunSpec(warmup=1, repeats=3, timeout=60)),
@@ -42,7 +42,7 @@ def test_tune_a_cuda_example_in_program_mode(gpu, tmp_path, data_dir):
             "-O3",
             "-include",
             str(report.header),
-            str(tmp_path / "stencil2d.cu"),
+            str(tmp_path / "stencil2d" / "stencil2d.cu"),
             "-o",
             str(binary),
         ],

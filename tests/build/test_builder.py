@@ -103,10 +103,10 @@ ptxas info    : Used 40 registers, used 1 barriers, 2048 bytes smem, 360 bytes c
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
 def test_nvcc_records_registers_per_variant(tmp_path, data_dir):
-    source = tmp_path / "stencil2d.cu"
-    example = data_dir.parent.parent / "examples" / "cuda" / "stencil2d"
-    shutil.copy(example / "stencil2d.cu", source)
-    shutil.copy(example / "stencil2d.cuh", tmp_path / "stencil2d.cuh")
+    examples = data_dir.parent.parent / "examples" / "cuda"
+    shutil.copytree(examples / "stencil2d", tmp_path / "stencil2d")
+    shutil.copytree(examples / "common", tmp_path / "common")
+    source = tmp_path / "stencil2d" / "stencil2d.cu"
     problem = read_problem(source)
     builder = Builder(problem, cache_dir=tmp_path / "c")
     (build,) = builder.build([{"BLOCK_X": 64, "BLOCK_Y": 4, "ROWS_PER_THREAD": 2}])

@@ -6,30 +6,7 @@
 
 #include "stencil2d.cuh"
 
-// annotune puts its timing header on the include path; built without it, time ourselves.
-#if defined(__has_include)
-#if __has_include("annotune_timing.h")
-#include "annotune_timing.h"
-#endif
-#endif
-#ifndef ANNOTUNE_TIMING_H
-static cudaEvent_t timer_start_, timer_stop_;
-#define ANNOTUNE_TIMER_START()        \
-  do {                                \
-    cudaEventCreate(&timer_start_);   \
-    cudaEventCreate(&timer_stop_);    \
-    cudaEventRecord(timer_start_);    \
-  } while (0)
-#define ANNOTUNE_TIMER_STOP()                                       \
-  do {                                                              \
-    float ms_ = 0.0f;                                               \
-    cudaEventRecord(timer_stop_);                                   \
-    cudaEventSynchronize(timer_stop_);                              \
-    cudaEventElapsedTime(&ms_, timer_start_, timer_stop_);          \
-    std::printf("time_ms %.4f\n", ms_);                            \
-  } while (0)
-static void annotune_report_check(double value) { std::printf("checksum %.17g\n", value); }
-#endif
+#include "../common/example.cuh"
 
 #ifndef NX
 #define NX 4096
