@@ -24,7 +24,9 @@ prediction) and changes what the replay measurements said to change:
     best, each pick expands one not yet expanded parameter of a centre (drawn at random) to
     the value the model predicts best; every (centre, parameter) pair is expanded once per
     run, so when the best few are done the search moves to the next ones. This fine-tunes
-    the best regions, where a forest is too coarse to rank the top configurations.
+    the best regions, where a forest is too coarse to rank the top configurations. The value
+    is the best under one tree of the forest drawn per batch (`local_sample`), not under the
+    forest's mean: centres on a plateau then try different values instead of the same one.
   - `exploit`: Thompson sampling, the minimum of a different random tree of the forest for
     each pick, over the whole unmeasured space: the trees disagree where data is scarce,
     which spreads the picks over every region that might hold the optimum.
@@ -56,6 +58,27 @@ Standard 1 / Standard 2 in measurements; random search in brackets):
 * batches of 5 instead of 10 and a first random batch of 10 instead of 20 changed results
   within noise for up to twice the model fits; a forest with max_features 0.5 or leaves of
   1 was worse on pnpoly.
+* local moves by one tree's sample instead of the forest's mean (`local_sample` 1 vs 0),
+  100 seeds, all datasets (`benchmarks/replay_table.py --strategy iterml --repeats 100`):
+  W6600 471 / 911 vs 567 / 931, pnpoly 45 / 133 vs 51 / 122, MI250X 94 / 224 vs 88 / 194,
+  A4000 91 / 228 vs 91 / 191, convolution 3090 61 / 106 vs 61 / 103, A100 148 / 316 vs
+  154 / 306, gemm 116 / 221 vs 115 / 201. It is the default because it takes W6600 under
+  40% of random search for Standard 2 and its Standard 1 from 82% to 68%, and pnpoly's
+  Standard 1 from 64% to 56%, keeping every other target; the price is a longer tail (Standard
+  2) on MI250X, A4000, pnpoly and gemm, still far inside the targets but further from Kernel
+  Tuner's best on MI250X (161) and pnpoly (101). Half the local moves by sample
+  (`local_sample` 0.6): W6600 563 / 911, pnpoly 45 / 181, MI250X 73 / 187, A4000 80 / 211,
+  convolution 3090 61 / 116; with local 0.6 / exploit 0.2: W6600 500 / 844, pnpoly 45 / 125,
+  MI250X 102 / 268, A4000 77 / 232, 3090 64 / 118, A100 171 / 316, gemm 117 / 211.
+* also tried, with mean-valued local moves unless said, not adopted (pnpoly 100 seeds,
+  W6600 40): moves of two parameters at once for a fifth of each batch, pnpoly 43 / 151,
+  W6600 521 / 891; one pick per batch of the model's best mean, pnpoly 52 / 204 (with
+  two-parameter moves 48 / 203); batches of 5, pnpoly 44 / 118 but W6600 601 / 976, and
+  with sampled local moves pnpoly 40 / 141; batches of 3-6, a first batch of 10 or 30,
+  local 0.4, mean acquisition, extra trees: pnpoly Standard 1 42-55, Standard 2 118 to
+  never. Standard 2 on pnpoly is the 5th percentile of 100 runs and moves by 30-100
+  measurements between settings that differ little; pnpoly's Standard 1 (<= 40) and
+  W6600's (<= 347) stay open.
 """
 
 from __future__ import annotations
@@ -83,6 +106,9 @@ class IterML(Strategy):
     initial: size of the first, purely random batch (None: `pick`).
     cut: fraction of the remaining space pruned per step.
     local: fraction of each batch spent on one-parameter moves around the best measured.
+    local_sample: fraction of the local moves whose value is chosen by one tree of the
+        forest drawn per batch (Thompson sampling) instead of the forest's mean (only with
+        "thompson").
     moves_per_centre: parameters expanded around one centre per batch before moving on.
     exploit: fraction of each batch chosen by the model ("thompson" or "mean" acquisition).
         The rest of the batch is random inside the pool.
@@ -107,6 +133,7 @@ class IterML(Strategy):
         initial: int | None = 20,
         cut: float = 0.2,
         local: float = 0.5,
+        local_sample: float = 1.0,
         exploit: float = 0.3,
         acquisition: str = "thompson",
         adaptive: bool = True,
@@ -123,6 +150,8 @@ class IterML(Strategy):
             raise ValueError("cut must be in [0, 1)")
         if not (0.0 <= exploit <= 1.0 and 0.0 <= local <= 1.0 and exploit + local <= 1.0):
             raise ValueError("local and exploit must be fractions with local + exploit <= 1")
+        if not 0.0 <= local_sample <= 1.0:
+            raise ValueError("local_sample must be a fraction in [0, 1]")
         if moves_per_centre < 1:
             raise ValueError("moves_per_centre must be >= 1")
         if initial is not None and initial < 1:
@@ -136,6 +165,7 @@ class IterML(Strategy):
         self.initial = initial
         self.cut = cut
         self.local = 0.0 if paper else local
+        self.local_sample = float(local_sample)
         self.exploit = 0.0 if paper else exploit
         self.acquisition = acquisition
         self.adaptive = adaptive
@@ -155,8 +185,8 @@ class IterML(Strategy):
         self._rng = rng
         self._values = candidates.values
         # float32: what scikit-learn's trees compute in; converting once saves a copy per call.
-        self._features = encode_features(candidates.values).astype(np.float32) if n else (
-            candidates.values
+        self._features = (
+            encode_features(candidates.values).astype(np.float32) if n else (candidates.values)
         )
         self._alive = np.ones(n, dtype=bool)  # unmeasured and (paper mode) not pruned
         self._told: list[int] = []
@@ -232,7 +262,12 @@ class IterML(Strategy):
         n_local = round(self.local * count)
         n_exploit = min(round(self.exploit * count), count - n_local)
         taken = np.zeros(self._alive.size, dtype=bool)
-        local = self._local(alive, score, n_local)
+        n_sampled = round(self.local_sample * n_local) if self.acquisition == "thompson" else 0
+        local = self._local(alive, score, n_local - n_sampled)
+        if n_sampled:
+            sampled = self._surrogate.sample(features, self._rng)
+            sampled[np.isin(alive, local)] = np.inf
+            local = np.concatenate([local, self._local(alive, sampled, n_sampled)])
         taken[local] = True
         if self.acquisition == "thompson":
             exploit = self._thompson(alive, features, ~taken[alive], n_exploit)
@@ -249,7 +284,8 @@ class IterML(Strategy):
 
         A neighbour differs from its centre in exactly one parameter. Centres are taken best
         first; around each, up to `moves_per_centre` parameters not expanded before (drawn
-        at random) are moved to the value the model predicts best. Drawing the parameter
+        at random) are moved to the value with the best `score` (predicted for `alive`: the
+        forest's mean, or one tree's). Drawing the parameter
         first matters: ranking all neighbours together spends the picks on the parameter
         with the most values even when it hardly matters (pnpoly's 31 block sizes). Each
         (centre, parameter) pair is expanded once per run, so the search walks down the
