@@ -11,7 +11,8 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -52,6 +53,18 @@ def user_errors() -> Iterator[None]:
     except KeyboardInterrupt:
         print("annotune: interrupted", file=sys.stderr)
         raise typer.Exit(code=EXIT_INTERRUPTED) from None
+
+
+# Options several commands share, declared once.
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON object and nothing else.")]
+ConfigPath = Annotated[
+    Path | None,
+    typer.Option(help="Config file (default: nearest annotune.toml or pyproject.toml above FILE)."),
+]
+DbPath = Annotated[
+    Path | None,
+    typer.Option(help="Results database (default: .annotune/results.db beside FILE)."),
+]
 
 
 def print_json(data: Any) -> None:

@@ -17,7 +17,7 @@ import typer
 
 from annotune import __version__
 from annotune.annotate import read_problem
-from annotune.cli.app import app, print_json, stderr, user_errors
+from annotune.cli.app import JsonFlag, app, print_json, stderr, user_errors
 from annotune.devices import DEVICE_ENV, current_device_name
 from annotune.diagnostics import AnnotuneError, Location
 from annotune.emit import render_defaults_header, tuned_header_path, write_if_changed
@@ -39,9 +39,7 @@ def build(
         Path | None,
         typer.Option(help="Config file, read only when no tuned header exists."),
     ] = None,
-    json: Annotated[
-        bool, typer.Option("--json", help="Print one JSON object and nothing else.")
-    ] = False,
+    json: JsonFlag = False,
 ) -> None:
     """Write the tuned header of FILE for this device to OUT (the defaults if it has none)."""
     with user_errors():

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from annotune.annotate import read_problem
-from annotune.cli.app import app, print_json, stderr, user_errors
+from annotune.cli.app import ConfigPath, DbPath, JsonFlag, app, print_json, stderr, user_errors
 from annotune.db import Database, default_db_path, sources_hash
 from annotune.diagnostics import AnnotuneError, Location
 
@@ -20,14 +20,9 @@ def export(
     device: Annotated[
         str | None, typer.Option(help="Only this device's study (default: the latest study).")
     ] = None,
-    db: Annotated[
-        Path | None,
-        typer.Option(help="Results database (default: .annotune/results.db beside FILE)."),
-    ] = None,
-    config: Annotated[Path | None, typer.Option(help="Config file (default: nearest).")] = None,
-    json: Annotated[
-        bool, typer.Option("--json", help="Print one JSON object and nothing else.")
-    ] = False,
+    db: DbPath = None,
+    config: ConfigPath = None,
+    json: JsonFlag = False,
 ) -> None:
     """Export the measurements of FILE's current source (the latest matching study) to T4 JSON."""
     with user_errors():

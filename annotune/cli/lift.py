@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from annotune.cli.app import app, print_json, stderr, user_errors
+from annotune.cli.app import ConfigPath, JsonFlag, app, print_json, stderr, user_errors
 from annotune.lift import plan_lift, write_lift
 
 
@@ -22,15 +22,8 @@ def lift(
     write: Annotated[
         bool, typer.Option("--write", help="Apply the rewrite (default: only show the diff).")
     ] = False,
-    config: Annotated[
-        Path | None,
-        typer.Option(
-            help="Config file (default: nearest annotune.toml or pyproject.toml above FILE)."
-        ),
-    ] = None,
-    json: Annotated[
-        bool, typer.Option("--json", help="Print one JSON object and nothing else.")
-    ] = False,
+    config: ConfigPath = None,
+    json: JsonFlag = False,
 ) -> None:
     """Guard FILE's tunable #defines and turn its tuned pragma literals into macros.
 

@@ -10,21 +10,14 @@ from rich.table import Table
 
 from annotune.annotate import Problem, read_problem
 from annotune.annotate.summary import SpaceSummary, summarize_space
-from annotune.cli.app import app, print_json, stderr, stdout, user_errors
+from annotune.cli.app import ConfigPath, JsonFlag, app, print_json, stderr, stdout, user_errors
 
 
 @app.command()
 def scan(
     file: Annotated[Path, typer.Argument(help="The annotated source (.cu, .cuh, .c, .cpp, .h).")],
-    config: Annotated[
-        Path | None,
-        typer.Option(
-            help="Config file (default: nearest annotune.toml or pyproject.toml above FILE)."
-        ),
-    ] = None,
-    json: Annotated[
-        bool, typer.Option("--json", help="Print one JSON object and nothing else.")
-    ] = False,
+    config: ConfigPath = None,
+    json: JsonFlag = False,
 ) -> None:
     """List the tunable parameters and constraints of FILE and the size of its search space."""
     with user_errors():

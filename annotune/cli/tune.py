@@ -14,6 +14,9 @@ from annotune.build import CompilerCommand
 from annotune.cli.app import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
+    ConfigPath,
+    DbPath,
+    JsonFlag,
     app,
     print_json,
     stderr,
@@ -46,10 +49,7 @@ def tune_command(
     out_dir: Annotated[
         Path | None, typer.Option(help="Where headers go (default: tuned/ beside FILE).")
     ] = None,
-    db: Annotated[
-        Path | None,
-        typer.Option(help="Results database (default: .annotune/results.db beside FILE)."),
-    ] = None,
+    db: DbPath = None,
     fresh: Annotated[bool, typer.Option(help="Forget earlier measurements of this study.")] = False,
     compiler: Annotated[
         str | None,
@@ -88,10 +88,8 @@ def tune_command(
         str | None,
         typer.Option(help="Kernel mode: pycuda or cuda-python (default: pycuda if installed)."),
     ] = None,
-    config: Annotated[Path | None, typer.Option(help="Config file (default: nearest).")] = None,
-    json: Annotated[
-        bool, typer.Option("--json", help="Print one JSON object and nothing else.")
-    ] = False,
+    config: ConfigPath = None,
+    json: JsonFlag = False,
 ) -> None:
     """Tune FILE on this machine: compile variants, time them, search, write the header."""
     with user_errors():
