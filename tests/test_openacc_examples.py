@@ -105,6 +105,7 @@ def test_makefile_builds_the_example(tmp_path, with_annotune):
     """`make` writes build/ldc.tuned.h (the defaults: no header for this device) and compiles."""
     work = tmp_path / "ldc"
     shutil.copytree(OPENACC / "ldc", work, ignore=shutil.ignore_patterns("ldc", "build", ".*"))
+    shutil.copy(OPENACC / "example.mk", tmp_path / "example.mk")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "ANNOTUNE_DEVICE": "test-host"}
     # without annotune: neither the command nor the importable package (for the include path)
     annotune_cmd = f"{sys.executable} -m annotune" if with_annotune else "no-such-annotune"
