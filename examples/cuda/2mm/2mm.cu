@@ -30,8 +30,6 @@
 #ifndef UNROLL
 #define UNROLL 4 // @tune values(1, 2, 4, 8)
 #endif
-#define AT_PRAGMA_(...) _Pragma(#__VA_ARGS__)
-#define AT_PRAGMA(...) AT_PRAGMA_(__VA_ARGS__)
 
 // out = scale * x * y + beta * out (beta == 0: out is only written).
 __global__ void matmul(const float *__restrict__ x, const float *__restrict__ y,

@@ -7,6 +7,11 @@
 #include <cstdio>
 #include <cstdlib>
 
+// A pragma whose numbers are macros: nvcc does not macro-expand `#pragma unroll NAME`, but it
+// does expand the argument of a two-level _Pragma, so `AT_PRAGMA(unroll UNROLL)` works.
+#define AT_PRAGMA_(...) _Pragma(#__VA_ARGS__)
+#define AT_PRAGMA(...) AT_PRAGMA_(__VA_ARGS__)
+
 #if defined(__has_include)
 #if __has_include("annotune_timing.h")
 #include "annotune_timing.h"

@@ -33,8 +33,6 @@
 #ifndef UNROLL
 #define UNROLL 4 // @tune values(1, 2, 4, 8)
 #endif
-#define AT_PRAGMA_(...) _Pragma(#__VA_ARGS__)
-#define AT_PRAGMA(...) AT_PRAGMA_(__VA_ARGS__)
 
 // The smallest power of two >= n: the first stride of a tree reduction over n values.
 __host__ __device__ constexpr int pow2_ceil(int n) {

@@ -34,8 +34,6 @@
 #ifndef UNROLL
 #define UNROLL 4 // @tune values(1, 2, 4, 8)
 #endif
-#define AT_PRAGMA_(...) _Pragma(#__VA_ARGS__)
-#define AT_PRAGMA(...) AT_PRAGMA_(__VA_ARGS__)
 
 __global__ void syrk(const float *__restrict__ a, float *__restrict__ c, float alpha,
                      float beta) {
