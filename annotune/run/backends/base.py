@@ -23,6 +23,10 @@ import numpy as np
 Dims = tuple[int, int, int]
 
 
+DEFAULT_SHARED_LIMIT = 48 * 1024
+"""Dynamic shared memory above this many bytes needs the kernel's opt-in attribute."""
+
+
 class BackendError(Exception):
     """The driver refused or the kernel failed (launch, memory, module, or a sticky error)."""
 

@@ -14,14 +14,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from annotune.run.backends.base import (
+    DEFAULT_SHARED_LIMIT,
     BackendError,
     BackendUnavailable,
     Dims,
     KernelBackend,
     wait_until,
 )
-
-_DEFAULT_SHARED_LIMIT = 48 * 1024  # above this a kernel must opt in to dynamic shared memory
 
 
 def _import_driver():
@@ -150,7 +149,7 @@ class CudaPythonBackend(KernelBackend):
     ) -> None:
         assert isinstance(kernel, _Kernel)
         d = self._driver
-        if shared > _DEFAULT_SHARED_LIMIT:
+        if shared > DEFAULT_SHARED_LIMIT:
             self._check(
                 d.cuFuncSetAttribute(
                     kernel.function,

@@ -13,14 +13,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from annotune.run.backends.base import (
+    DEFAULT_SHARED_LIMIT,
     BackendError,
     BackendUnavailable,
     Dims,
     KernelBackend,
     wait_until,
 )
-
-_DEFAULT_SHARED_LIMIT = 48 * 1024  # above this a kernel must opt in to dynamic shared memory
 
 
 def _import_pycuda():
@@ -101,7 +100,7 @@ class PycudaBackend(KernelBackend):
     ) -> None:
         assert isinstance(kernel, _Kernel)
         function = kernel.function
-        if shared > _DEFAULT_SHARED_LIMIT:
+        if shared > DEFAULT_SHARED_LIMIT:
             attribute = self._cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES
             self._call("raising the shared memory limit", function.set_attribute, attribute, shared)
         formats = "".join(arg.dtype.char if isinstance(arg, np.generic) else "P" for arg in args)
