@@ -40,13 +40,18 @@ class ReplayDataset:
 
     `times[i]` is the recorded time of row i of `candidates.values` (NaN when invalid) and
     `errors[i]` its invalid marker ("" when valid). Exact evaluation of a search uses
-    `normalized()`: best time / time, 0 for invalid configurations.
+    `normalized()`: best time / time, 0 for invalid configurations. `device`, `kernel` and
+    `problem_size` are what the file says about where and on what it was measured ("" and
+    () when it does not say), for learning across GPUs and problem sizes.
     """
 
     name: str
     candidates: Candidates
     times: np.ndarray
     errors: tuple[str, ...]
+    device: str = ""
+    kernel: str = ""
+    problem_size: tuple[float, ...] = ()
 
     def __len__(self) -> int:
         return len(self.candidates)
@@ -81,8 +86,12 @@ def load_replay(path: str | Path) -> ReplayDataset:
     path = Path(path)
     data = _read_json(path)
     name = path.name.removesuffix(".gz").removesuffix(".json")
+    device, kernel, problem_size = "", "", ()
     if isinstance(data, dict) and isinstance(data.get("cache"), dict):
         rows = _kernel_tuner_rows(data, path)
+        device = str(data.get("device_name") or "")
+        kernel = str(data.get("kernel_name") or "")
+        problem_size = _problem_size(data.get("problem_size"))
         if not data.get("tune_params_keys"):
             raise AnnotuneError(f"{path}: Kernel Tuner cache without tune_params_keys")
         keys = [str(k) for k in data["tune_params_keys"]]
@@ -95,7 +104,17 @@ def load_replay(path: str | Path) -> ReplayDataset:
     values = _encode_values(rows, keys, path)
     times = np.array([t for _, t, _ in rows], dtype=np.float64)
     errors = tuple(e for _, _, e in rows)
-    return ReplayDataset(name, Candidates(values, tuple(keys)), times, errors)
+    return ReplayDataset(
+        name, Candidates(values, tuple(keys)), times, errors, device, kernel, problem_size
+    )
+
+
+def _problem_size(value: Any) -> tuple[float, ...]:
+    """Kernel Tuner's problem_size (a number or a list of numbers) as a tuple; else ()."""
+    items = value if isinstance(value, list) else [value]
+    if items and all(isinstance(v, int | float) and not isinstance(v, bool) for v in items):
+        return tuple(float(v) for v in items)
+    return ()
 
 
 Row = tuple[dict[str, Any], float, str]  # configuration, time (nan = invalid), error marker

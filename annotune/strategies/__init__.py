@@ -17,6 +17,7 @@ from annotune.strategies.base import (
     Result,
     SearchOutcome,
     Strategy,
+    TaskData,
     run_search,
 )
 from annotune.strategies.exhaustive import Exhaustive
@@ -58,6 +59,7 @@ __all__ = [
     "Result",
     "SearchOutcome",
     "Strategy",
+    "TaskData",
     "create",
     "run_search",
 ]

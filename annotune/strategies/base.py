@@ -39,6 +39,26 @@ class Candidates:
 
 
 @dataclass(frozen=True)
+class TaskData:
+    """Measurements of the same parameters on another task: another GPU or problem size.
+
+    Strategies that learn across tasks (predictive tuning's problem-size features, the
+    architecture-adaptive device features) append `features` to every row's parameters.
+    `values` has the target's column order (`Candidates.names`); `times[i]` is NaN when row i
+    was invalid. `name` says where the data came from (e.g. the GPU), for reports.
+    """
+
+    name: str
+    values: np.ndarray
+    times: np.ndarray
+    features: tuple[float, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.values.ndim != 2 or self.times.shape != (self.values.shape[0],):
+            raise ValueError("values must be (m, d) and times (m,)")
+
+
+@dataclass(frozen=True)
 class Result:
     """One measurement: `time` (lower is better) or None when the configuration is invalid."""
 
