@@ -9,6 +9,11 @@ change a measurement: the content of the source and of its local headers, the pa
 run arguments). Change any of these and a new study starts; nothing stale is ever reused.
 Within a study a configuration is measured at most once: re-running `tune` resumes.
 
+Each study also keeps the features of the device it was measured on (`device_features`, the
+JSON of `annotune.device_features.DeviceFeatures`), so that its measurements can later teach a
+model about other GPUs. They describe the device, not the measurement: they are not part of
+the key.
+
 Durability: each measurement is committed as soon as it is recorded (WAL journal, synchronous
 FULL), so a run killed with SIGKILL loses at most the measurement it was taking. Several
 processes may write the same file at once; writers wait for each other (busy timeout) instead
@@ -34,8 +39,9 @@ from typing import Any
 from annotune.annotate.problem import Number, Problem
 from annotune.diagnostics import AnnotuneError
 
-SCHEMA_VERSION = 1
-"""Stored in `PRAGMA user_version`; bump it with every change to the tables below."""
+SCHEMA_VERSION = 2
+"""Stored in `PRAGMA user_version`; bump it with every change to the tables below and add the
+step that converts the previous version to `_MIGRATIONS`."""
 
 BUSY_TIMEOUT_S = 60.0
 """How long a writer waits for another process's transaction before giving up."""
@@ -61,7 +67,8 @@ CREATE TABLE studies (
     device TEXT NOT NULL,
     space_json TEXT NOT NULL,
     build_json TEXT NOT NULL,
-    created TEXT NOT NULL
+    created TEXT NOT NULL,
+    device_features TEXT
 );
 CREATE TABLE measurements (
     id INTEGER PRIMARY KEY,
@@ -79,6 +86,11 @@ CREATE TABLE measurements (
     CHECK ((status = 'ok') = (time IS NOT NULL))
 );
 """
+
+_MIGRATIONS = {
+    1: ("ALTER TABLE studies ADD COLUMN device_features TEXT",),
+}
+"""Version N -> the statements that turn a version-N database into version N + 1, in place."""
 
 
 def default_db_path(source: Path) -> Path:
@@ -157,11 +169,13 @@ class StudyKey:
 
 @dataclass(frozen=True)
 class Study:
-    """A study as stored: its row id, its key and when it was first opened (ISO 8601, UTC)."""
+    """A study as stored: its row id, its key, when it was first opened (ISO 8601, UTC) and the
+    features of its device (`DeviceFeatures.to_json()`; None when nobody stored them)."""
 
     id: int
     key: StudyKey
     created: str
+    device_features: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -200,7 +214,8 @@ class Database:
     that the study already holds keeps the first measurement and returns False, so two
     workers racing on one configuration cannot overwrite each other.
 
-    Raises AnnotuneError when the file is not a database or has another schema version.
+    An older schema version is converted in place on opening (`_MIGRATIONS`); its data stays.
+    Raises AnnotuneError when the file is not a database or has a newer schema version.
     """
 
     def __init__(self, path: Path) -> None:
@@ -262,6 +277,12 @@ class Database:
                         conn.execute(statement)
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
                 return
+            if 0 < version < SCHEMA_VERSION:
+                for step in range(version, SCHEMA_VERSION):
+                    for statement in _MIGRATIONS[step]:
+                        conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                return
         if version != SCHEMA_VERSION:
             newer = version > SCHEMA_VERSION
             raise AnnotuneError(
@@ -275,13 +296,25 @@ class Database:
                 ),
             )
 
-    def open_study(self, key: StudyKey, *, fresh: bool = False) -> Study:
-        """The study with this key, created if new; `fresh` deletes its measurements first."""
+    def open_study(
+        self,
+        key: StudyKey,
+        *,
+        fresh: bool = False,
+        device_features: Mapping[str, Any] | None = None,
+    ) -> Study:
+        """The study with this key, created if new; `fresh` deletes its measurements first.
+
+        `device_features` (JSON-able, e.g. `DeviceFeatures.to_json()`) are stored with a new
+        study, and with an existing one that has none yet. Features already stored are kept,
+        since they describe the device its measurements were taken on, unless `fresh` starts
+        those measurements over.
+        """
+        features = None if device_features is None else _dumps(dict(device_features), sort=True)
         with self.transaction() as conn:
             conn.execute(
-                "INSERT OR IGNORE INTO studies"
-                " (key, source, content_hash, device, space_json, build_json, created)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT OR IGNORE INTO studies (key, source, content_hash, device, space_json,"
+                " build_json, created, device_features) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     key.digest,
                     key.source,
@@ -290,26 +323,34 @@ class Database:
                     _dumps(key.space, sort=True),
                     _dumps(key.build, sort=True),
                     _now(),
+                    features,
                 ),
             )
-            study_id, created = conn.execute(
-                "SELECT id, created FROM studies WHERE key = ?", (key.digest,)
+            if features is not None:
+                conn.execute(
+                    "UPDATE studies SET device_features = ?"
+                    " WHERE key = ? AND (device_features IS NULL OR ?)",
+                    (features, key.digest, fresh),
+                )
+            study_id, created, stored = conn.execute(
+                "SELECT id, created, device_features FROM studies WHERE key = ?", (key.digest,)
             ).fetchone()
             if fresh:
                 conn.execute("DELETE FROM measurements WHERE study_id = ?", (study_id,))
-        return Study(study_id, key, created)
+        return Study(study_id, key, created, _loads_or_none(stored))
 
     def studies(self) -> list[Study]:
         """Every study in the file, oldest first."""
         rows = self._conn.execute(
-            "SELECT id, source, content_hash, device, space_json, build_json, created"
-            " FROM studies ORDER BY id"
+            "SELECT id, source, content_hash, device, space_json, build_json, created,"
+            " device_features FROM studies ORDER BY id"
         ).fetchall()
         return [
             Study(
                 id=row[0],
                 key=StudyKey(row[1], row[2], json.loads(row[4]), row[3], json.loads(row[5])),
                 created=row[6],
+                device_features=_loads_or_none(row[7]),
             )
             for row in rows
         ]
@@ -364,6 +405,8 @@ class Database:
     def export_t4(self, study: Study, path: Path) -> None:
         """Write the study as a T4 ("Open Autotuning Results", schema 1.0.0) JSON file.
 
+        `metadata` (a field T4 leaves open) holds the `device` name and, when the study has
+        them, its `device_features`, so the file can teach about its GPU on its own.
         Per measurement: `timestamp`, `configuration`, `objectives` (["time"]), `times`
         (`runtimes`: the repeats in ms; `compilation` in seconds where the compiler stage
         recorded `compile_info["seconds"]`), `invalidity` ("correct", "compile", "runtime",
@@ -371,11 +414,12 @@ class Database:
         `measurements`: the median `time` in ms and every numeric compiler figure.
         """
         results = [_t4_record(m) for m in self.measurements(study)]
+        metadata: dict[str, Any] = {"device": study.key.device}
+        if study.device_features is not None:
+            metadata["device_features"] = study.device_features
+        document = {"schema_version": T4_SCHEMA_VERSION, "metadata": metadata, "results": results}
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(
-            json.dumps({"schema_version": T4_SCHEMA_VERSION, "results": results}, indent=1) + "\n",
-            encoding="utf-8",
-        )
+        path.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
 
 
 _COLUMNS = "params_json, status, time, times_json, error, compile_info_json, created"
@@ -427,6 +471,10 @@ def _plain(value: Any) -> Number:
     if isinstance(value, int | float):
         return value
     raise TypeError(f"parameter values are numbers, not {value!r}")
+
+
+def _loads_or_none(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
 
 
 def _dumps(data: Any, *, sort: bool = False) -> str:

@@ -1,5 +1,6 @@
 """The results database: round trips, study keys that never reuse stale results, schema
-versions, T4 export, surviving SIGKILL, and several processes writing one file."""
+versions and migration, device features, T4 export (read back by the replay runner), surviving
+SIGKILL, and several processes writing one file."""
 
 from __future__ import annotations
 
@@ -26,7 +27,9 @@ from annotune.db import (
     config_key,
     default_db_path,
 )
+from annotune.device_features import DeviceFeatures, lookup
 from annotune.diagnostics import AnnotuneError
+from annotune.run.replay import load_replay
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -213,6 +216,103 @@ def test_t4_export_has_the_schema_fields(db, tmp_path):
         [],
     )
     assert slow["invalidity"] == "timeout"
+
+
+A100 = lookup("NVIDIA A100-PCIE-40GB").to_json()
+H100 = lookup("H100").to_json()
+
+
+def test_device_features_are_stored_with_the_study_and_kept(db):
+    study = db.open_study(KEY, device_features=A100)
+    assert study.device_features == A100
+    assert db.open_study(KEY).device_features == A100  # reopened without: still there
+    # Other features later keep the first: they describe the device of the measurements.
+    assert db.open_study(KEY, device_features=H100).device_features == A100
+    (stored,) = db.studies()
+    assert stored.device_features == A100 and stored == study
+    stored.device_features["name"] = "changed by the caller"
+    assert db.studies()[0].device_features == A100  # a copy, never the stored record
+    assert db.open_study(KEY, fresh=True, device_features=H100).device_features == H100
+
+
+def test_device_features_missing_at_first_are_filled_in_on_reopen(db):
+    study = db.open_study(KEY)
+    db.record(study, ok(1.0, A=1))
+    assert study.device_features is None
+    assert db.open_study(KEY, device_features=A100).device_features == A100
+    assert db.studies()[0].device_features == A100
+    assert len(db.measurements(study)) == 1
+
+
+V1_SCHEMA = """
+CREATE TABLE studies (
+    id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, source TEXT NOT NULL,
+    content_hash TEXT NOT NULL, device TEXT NOT NULL, space_json TEXT NOT NULL,
+    build_json TEXT NOT NULL, created TEXT NOT NULL
+);
+CREATE TABLE measurements (
+    id INTEGER PRIMARY KEY,
+    study_id INTEGER NOT NULL REFERENCES studies(id) ON DELETE CASCADE,
+    config_key TEXT NOT NULL, params_json TEXT NOT NULL, time REAL, times_json TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('ok', 'compile_error', 'runtime_error', 'timeout',
+                                           'wrong_output')),
+    error TEXT NOT NULL, compile_info_json TEXT NOT NULL, created TEXT NOT NULL,
+    UNIQUE (study_id, config_key), CHECK ((status = 'ok') = (time IS NOT NULL))
+);
+"""
+
+
+def test_a_version_1_database_is_migrated_in_place(tmp_path):
+    path = tmp_path / "results.db"
+    with sqlite3.connect(path) as conn:  # written by the annotune before device features
+        conn.executescript(V1_SCHEMA)
+        conn.execute(
+            "INSERT INTO studies VALUES (1, ?, 'k.cu', 'c0ffee', ?, ?, ?, '2025-01-01')",
+            (KEY.digest, KEY.device, json.dumps(KEY.space), json.dumps(KEY.build)),
+        )
+        conn.execute(
+            "INSERT INTO measurements VALUES (1, 1, ?, '{\"A\":1}', 2.5, '[2.5]', 'ok', '',"
+            " '{}', '2025-01-01')",
+            (config_key({"A": 1}),),
+        )
+        conn.execute("PRAGMA user_version = 1")
+    assert SCHEMA_VERSION == 2
+    with Database(path) as db:
+        (study,) = db.studies()
+        assert (study.key, study.created, study.device_features) == (KEY, "2025-01-01", None)
+        assert [(m.params, m.time) for m in db.measurements(study)] == [({"A": 1}, 2.5)]
+        assert db.open_study(KEY, device_features=A100).id == study.id
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    with Database(path) as db:  # opening the converted file again changes nothing
+        (study,) = db.studies()
+        assert study.device_features == A100
+        assert db.lookup(study, {"A": 1}).time == 2.5
+
+
+def test_t4_export_carries_the_device_features_back_into_replay(db, tmp_path):
+    study = db.open_study(KEY, device_features=A100)
+    db.record(study, ok(2.0, A=1))
+    db.record(study, Measurement(params={"A": 2}, status="runtime_error", error="launch"))
+    path = tmp_path / "study.json"
+    db.export_t4(study, path)
+    assert json.loads(path.read_text())["metadata"] == {
+        "device": "NVIDIA A100-PCIE-40GB",
+        "device_features": A100,
+    }
+
+    dataset = load_replay(path)
+    assert dataset.device == "NVIDIA A100-PCIE-40GB"
+    assert dataset.device_features == A100
+    assert DeviceFeatures.from_json(dataset.device_features) == lookup("A100")
+    assert dataset.times[0] == 2.0 and np.isnan(dataset.times[1])
+
+    bare = db.open_study(dataclasses.replace(KEY, device="unknown GPU"))
+    db.record(bare, ok(1.0, A=1))
+    db.export_t4(bare, path)
+    assert json.loads(path.read_text())["metadata"] == {"device": "unknown GPU"}
+    assert load_replay(path).device_features is None
 
 
 _WRITER = textwrap.dedent(

@@ -11,7 +11,8 @@ Two file formats are read:
   records with `configuration`, `objectives`, `measurements` (name/value/unit) and
   `invalidity` ("correct" for a valid measurement; "compile", "runtime", "correctness",
   "constraints" or "timeout" otherwise). When a configuration appears more than once, its
-  first record is used.
+  first record is used. `metadata` (as `annotune export` writes it) may name the `device`
+  and hold its `device_features`.
 
 Every configuration present in the file is the legal space. Invalid records become invalid
 results (time None, error = the marker), so strategies learn from them exactly as they would
@@ -42,7 +43,9 @@ class ReplayDataset:
     `errors[i]` its invalid marker ("" when valid). Exact evaluation of a search uses
     `normalized()`: best time / time, 0 for invalid configurations. `device`, `kernel` and
     `problem_size` are what the file says about where and on what it was measured ("" and
-    () when it does not say), for learning across GPUs and problem sizes.
+    () when it does not say), for learning across GPUs and problem sizes; `device_features`
+    the device's features as a T4 file's metadata stores them (`DeviceFeatures.to_json()`),
+    None when the file has none.
     """
 
     name: str
@@ -52,6 +55,7 @@ class ReplayDataset:
     device: str = ""
     kernel: str = ""
     problem_size: tuple[float, ...] = ()
+    device_features: dict | None = None
 
     def __len__(self) -> int:
         return len(self.candidates)
@@ -86,7 +90,7 @@ def load_replay(path: str | Path) -> ReplayDataset:
     path = Path(path)
     data = _read_json(path)
     name = path.name.removesuffix(".gz").removesuffix(".json")
-    device, kernel, problem_size = "", "", ()
+    device, kernel, problem_size, device_features = "", "", (), None
     if isinstance(data, dict) and isinstance(data.get("cache"), dict):
         rows = _kernel_tuner_rows(data, path)
         device = str(data.get("device_name") or "")
@@ -97,6 +101,7 @@ def load_replay(path: str | Path) -> ReplayDataset:
         keys = [str(k) for k in data["tune_params_keys"]]
     elif isinstance(data, dict) and isinstance(data.get("results"), list):
         rows, keys = _t4_rows(data, path)
+        device, device_features = _t4_device(data)
     else:
         raise AnnotuneError(f"{path}: neither a Kernel Tuner cache nor a T4 results file")
     if not rows:
@@ -105,7 +110,14 @@ def load_replay(path: str | Path) -> ReplayDataset:
     times = np.array([t for _, t, _ in rows], dtype=np.float64)
     errors = tuple(e for _, _, e in rows)
     return ReplayDataset(
-        name, Candidates(values, tuple(keys)), times, errors, device, kernel, problem_size
+        name,
+        Candidates(values, tuple(keys)),
+        times,
+        errors,
+        device,
+        kernel,
+        problem_size,
+        device_features,
     )
 
 
@@ -186,6 +198,15 @@ def _t4_rows(data: dict, path: Path) -> tuple[list[Row], list[str]]:
             time, error = _time_or_marker(value)
             rows.append((config, time, error))
     return rows, keys or []
+
+
+def _t4_device(data: dict) -> tuple[str, dict | None]:
+    """The device name and features from a T4 file's `metadata`, ("", None) where absent."""
+    metadata = data.get("metadata")
+    if not isinstance(metadata, dict):
+        return "", None
+    features = metadata.get("device_features")
+    return str(metadata.get("device") or ""), features if isinstance(features, dict) else None
 
 
 def _encode_values(rows: list[Row], keys: list[str], path: Path) -> np.ndarray:

@@ -79,6 +79,24 @@ Standard 1 / Standard 2 in measurements; random search in brackets):
   never. Standard 2 on pnpoly is the 5th percentile of 100 runs and moves by 30-100
   measurements between settings that differ little; pnpoly's Standard 1 (<= 40) and
   W6600's (<= 347) stay open.
+* tried in a later round, not adopted (pnpoly 100 seeds against the default's 45 / 133;
+  W6600 the first 40 seeds, where the default gives 302 / 933):
+  - a validity classifier (a forest classifier; the prediction is P(valid) * predicted
+    time + P(invalid) * the penalty) instead of imputing invalid times: pnpoly 56 / 151;
+  - picks by a main-effects model (ridge regression on one-hot values, one fit per pick on
+    a bootstrap of the valid measurements): 10% of a batch, pnpoly 51 / 284; 20% with
+    exploit 0.2, 51 / 221;
+  - local moves around "niche leaders" (the best measured for each value of each
+    parameter): W6600 335 / 812 (20% of a batch) and 364 / 871 (30%);
+  - after 5 batches without progress, 60% of a batch random: W6600 337 / 1,151;
+  - breadth-first centres (the top 10 or 25 each expanded once before any twice): W6600
+    404 / 812 and 572 / 841.
+  W6600's first hits are bimodal (quartiles 56 / 331 / 647 in the default's 40 runs): a
+  run either finds the needle early or climbs the 0.84 plateau and stalls there. The
+  needle sits in a region whose median configuration runs at 0.01 of the optimum (no
+  shared memory, block height 1) and needs six parameters right at once, so no model
+  fitted on a few hundred points ranks it well, and Standard 1 there moves by +-100
+  between seed sets (302 on the first 40 seeds, 471 on 100).
 """
 
 from __future__ import annotations
@@ -121,6 +139,9 @@ class IterML(Strategy):
     paper: the plain Algorithm 1: irreversible pruning, purely random picks, raw time targets,
         20 picks and cut 0.5 unless given (overrides `local`, `exploit`, `log_target`).
     n_jobs: threads for the model (1 when many searches already run in parallel).
+    extra_features: optional (n, k) array, one row per candidate of the search to come,
+        appended to the model inputs: knowledge from outside the search, e.g. the `transfer`
+        strategy's prediction from other GPUs, which the forest can split on from the start.
     """
 
     name = "iterml"
@@ -143,6 +164,7 @@ class IterML(Strategy):
         invalid_factor: float = 2.0,
         paper: bool = False,
         n_jobs: int = 1,
+        extra_features: np.ndarray | None = None,
     ) -> None:
         if pick <= 0:
             raise ValueError("pick must be a positive count or a ratio in (0, 1)")
@@ -175,6 +197,7 @@ class IterML(Strategy):
         self.invalid_factor = invalid_factor
         self.paper = paper
         self.n_jobs = n_jobs
+        self.extra_features = extra_features
         if paper:
             self.name = "iterml-paper"
 
@@ -188,6 +211,9 @@ class IterML(Strategy):
         self._features = (
             encode_features(candidates.values).astype(np.float32) if n else (candidates.values)
         )
+        if self.extra_features is not None and n:
+            extra = np.asarray(self.extra_features, dtype=np.float32).reshape(n, -1)
+            self._features = np.hstack([self._features, extra])
         self._alive = np.ones(n, dtype=bool)  # unmeasured and (paper mode) not pruned
         self._told: list[int] = []
         self._times: list[float] = []  # parallel to _told: time, or nan when invalid
