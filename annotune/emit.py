@@ -24,6 +24,8 @@ from annotune.files import replace_atomically
 
 TEMPLATE = "tuned_header.h.j2"
 TUNED_DIR = "tuned"
+PREDICTED = "predicted, not measured"
+"""What a header written from a model's prediction alone says of itself."""
 
 
 def tuned_header_path(source: Path, device: str, out_dir: Path | None = None) -> Path:
@@ -50,10 +52,13 @@ def render_header(
     best_time: float | None,
     tool_version: str,
     predicted: bool = False,
+    note: str = "",
 ) -> str:
     """The tuned header: `params` (a value for every parameter of `problem`) and how they were
     found. Times are in milliseconds; `predicted` says `best_time` is a model's estimate rather
-    than a measurement. Raises ValueError when `params` does not name exactly the parameters."""
+    than a measurement; `note` is one more line of the comment (`annotune predict` says there
+    that the values are `PREDICTED`). Raises ValueError when `params` does not name exactly the
+    parameters."""
     names = [p.name for p in problem.params]
     if set(params) != set(names):
         missing = sorted(set(names) - set(params))
@@ -63,7 +68,7 @@ def render_header(
     if best_time and default_time:
         best += f" ({default_time / best_time:.2f}x the default's speed)"
     if predicted:
-        best += " (predicted, not measured)"
+        best += f" ({PREDICTED})"
     return _template().render(
         defaults=False,
         source=problem.source.name,
@@ -73,6 +78,7 @@ def render_header(
         measurements=measurements,
         default_time=_ms(default_time),
         best_time=best,
+        note=note,
         guard=_guard(problem.source),
         params=[_define(p, params[p.name], problem.source.name) for p in problem.params],
     )

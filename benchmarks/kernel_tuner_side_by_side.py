@@ -1,4 +1,4 @@
-"""Kernel Tuner's strategies on the same replay files, judged exactly like `annotune bench`.
+"""Kernel Tuner's and annotune's strategies on the same replay files, in one table.
 
 Kernel Tuner is never a dependency of annotune; install it in a separate environment and run
 this script there with annotune on the path:
@@ -6,6 +6,11 @@ this script there with annotune on the path:
     python -m venv /tmp/ktvenv && /tmp/ktvenv/bin/pip install kernel_tuner
     PYTHONPATH=. /tmp/ktvenv/bin/python benchmarks/kernel_tuner_side_by_side.py \\
         --repeats 20 --max-fevals 800 ../shared/data/replay/pnpoly_RTX_3090.json.gz ...
+
+`--strategy` picks Kernel Tuner's strategies, `--annotune-strategy` annotune's (both
+repeatable). annotune's run through `annotune.bench.bench` with the same repeats and with
+`--max-fevals` as their cap, so both sides get the same budget; their rows are named
+`annotune:NAME`.
 
 Each run uses Kernel Tuner's simulation mode (every "measurement" is read from the cache file)
 with a budget of `--max-fevals` unique configurations. `kernel_tuner.tune_cache` restricts the
@@ -34,8 +39,9 @@ from pathlib import Path
 
 import numpy as np
 
-from annotune.bench import random_standards, standards_from_hits
-from annotune.run.replay import load_replay
+from annotune.bench import bench, random_standards, standards_from_hits
+from annotune.run.replay import ReplayDataset, load_replay
+from annotune.strategies import STRATEGY_NAMES
 
 STRATEGIES = (
     "bayes_opt",
@@ -46,6 +52,8 @@ STRATEGIES = (
     "mls",
     "random_sample",
 )
+
+ANNOTUNE_STRATEGIES = ("iterml", "starchart", "predictive", "random")
 
 
 def first_hit(results: list[dict], keys: list[str], normalized: dict[tuple, float]) -> int | None:
@@ -61,10 +69,47 @@ def first_hit(results: list[dict], keys: list[str], normalized: dict[tuple, floa
     return None
 
 
+def annotune_rows(
+    dataset: ReplayDataset, names: list[str], repeats: int, cap: int, workers: int
+) -> list[dict]:
+    """annotune's strategies on `dataset`, one row each, in the records Kernel Tuner's get."""
+    rows = []
+    for name in names:
+        started = time.time()
+        [row] = bench(dataset, [name], repeats=repeats, cap=cap, workers=workers)
+        hits = [trace.first_hit for trace in row.traces]
+        rows.append(
+            {
+                **row.to_json(),
+                "strategy": f"annotune:{name}",
+                "first_hits": hits,
+                "max_fevals": cap,
+                "seconds": time.time() - started,
+            }
+        )
+    return rows
+
+
+def print_row(row: dict, repeats: int) -> None:
+    reached = sum(h is not None for h in row["first_hits"])
+    print(
+        f"| {row['dataset']} | {row['strategy']} | {row['std1_evals']} | {row['std2_evals']} | "
+        f"{reached}/{repeats} | {row['seconds']:.0f} |",
+        flush=True,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("datasets", nargs="+", type=Path)
     parser.add_argument("--strategy", action="append", dest="strategies")
+    parser.add_argument(
+        "--annotune-strategy",
+        action="append",
+        dest="annotune_strategies",
+        help=f"repeatable; default: {', '.join(ANNOTUNE_STRATEGIES)}",
+    )
+    parser.add_argument("--workers", type=int, default=1, help="processes for annotune's runs")
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--max-fevals", type=int, default=800)
     parser.add_argument("--json", type=Path, help="also write the rows to this file")
@@ -72,6 +117,12 @@ def main() -> None:
         "--known-invalid", action="store_true", help="use tune_cache as is (invalid pre-excluded)"
     )
     args = parser.parse_args()
+    annotune_names = args.annotune_strategies or list(ANNOTUNE_STRATEGIES)
+    for name in annotune_names:
+        if name not in STRATEGY_NAMES:
+            parser.error(f"unknown annotune strategy {name!r}; choose from {STRATEGY_NAMES}")
+    if args.workers < 1:
+        parser.error("--workers must be at least 1")
 
     # Imported late: only this script needs Kernel Tuner.
     from constraint import FunctionConstraint
@@ -103,6 +154,10 @@ def main() -> None:
             for row, x in zip(dataset.candidates.values.tolist(), norm, strict=True)
         }
         exact = random_standards(norm)
+        ours = annotune_rows(dataset, annotune_names, args.repeats, args.max_fevals, args.workers)
+        for row in ours:
+            print_row(row, args.repeats)
+        rows.extend(ours)
         with tempfile.TemporaryDirectory() as tmp:
             plain = Path(tmp) / "cache.json"
             raw = path.read_bytes()
@@ -122,25 +177,20 @@ def main() -> None:
                     )
                     hits.append(first_hit(results, keys, normalized))
                 std = standards_from_hits(hits)
-                reached = sum(h is not None for h in hits)
-                seconds = time.time() - started
-                print(
-                    f"| {dataset.name} | {strategy} | {std.std1} | {std.std2} | "
-                    f"{reached}/{args.repeats} | {seconds:.0f} |",
-                    flush=True,
-                )
-                rows.append(
-                    {
-                        "dataset": dataset.name,
-                        "strategy": strategy,
-                        "std1_evals": std.std1,
-                        "std2_evals": std.std2,
-                        "random_std1_evals": exact.std1,
-                        "random_std2_evals": exact.std2,
-                        "first_hits": hits,
-                        "max_fevals": args.max_fevals,
-                    }
-                )
+                row = {
+                    "dataset": dataset.name,
+                    "strategy": strategy,
+                    "size": len(dataset),
+                    "std1_evals": std.std1,
+                    "std2_evals": std.std2,
+                    "random_std1_evals": exact.std1,
+                    "random_std2_evals": exact.std2,
+                    "first_hits": hits,
+                    "max_fevals": args.max_fevals,
+                    "seconds": time.time() - started,
+                }
+                print_row(row, args.repeats)
+                rows.append(row)
     if args.json:
         args.json.write_text(json.dumps({"results": rows}, indent=2) + "\n")
 

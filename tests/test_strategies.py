@@ -213,3 +213,33 @@ def test_pick_ratio_and_option_checks():
         IterML(exploit=0.8, local=0.5)
     with pytest.raises(ValueError, match="unknown strategy"):
         create("annealing")
+
+
+def test_iterml_batches_are_small_until_early_until_then_pick():
+    candidates, times = bowl()
+    sizes: list[int] = []
+
+    def record(results, outcome, strategy):
+        sizes.append(len(results))
+
+    run_search(
+        IterML(initial=20, pick=10, early_pick=5, early_until=40),
+        candidates,
+        replay(times),
+        budget=Budget(evaluations=80),
+        rng=np.random.default_rng(0),
+        on_batch=record,
+    )
+    assert sizes == [20, 5, 5, 5, 5, 10, 10, 10, 10]
+    with pytest.raises(ValueError):
+        IterML(early_pick=-1)
+    sizes.clear()
+    run_search(
+        create("iterml-paper"),
+        candidates,
+        replay(times),
+        budget=Budget(evaluations=60),
+        rng=np.random.default_rng(0),
+        on_batch=record,
+    )
+    assert sizes == [20, 20, 20]  # the paper's constant pick

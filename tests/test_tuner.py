@@ -10,7 +10,8 @@ import pytest
 
 from annotune.annotate import read_problem
 from annotune.build import CompilerCommand
-from annotune.db import Database
+from annotune.db import Database, Measurement, StudyKey, default_db_path
+from annotune.device_features import lookup
 from annotune.run.program import RunSpec
 from annotune.tuner import TuneOptions, tune
 
@@ -127,3 +128,17 @@ def test_iterml_finds_the_optimum_with_fewer_measurements_than_the_space(workdir
     report = tune(read_problem(workdir / "synthetic.c"), options(strategy="iterml", budget=16))
     assert report.evaluations <= 16
     assert report.best.time <= 10.5
+
+
+def test_without_the_target_gpus_features_it_warns_and_searches_alone(workdir):
+    """Another GPU's study is there, but "test-device" has no known device features."""
+    problem = read_problem(workdir / "synthetic.c")
+    key = StudyKey.for_problem(problem, device="NVIDIA A100-PCIE-40GB", build={})
+    with Database(default_db_path(problem.source)) as db:
+        study = db.open_study(key, device_features=lookup("NVIDIA A100-PCIE-40GB").to_json())
+        db.record(study, Measurement({"X": 4, "Y": 2}, "ok", 1.0))
+    report = tune(problem, options(strategy="iterml", budget=3))
+    assert report.to_json()["transfer"] is None
+    (warning,) = report.warnings
+    assert "no device features known for 'test-device'" in warning
+    assert "NVIDIA A100-PCIE-40GB" in warning

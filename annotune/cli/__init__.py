@@ -6,8 +6,10 @@ import sys
 from annotune.cli import (
     bench,  # noqa: F401  (registers the command)
     build,  # noqa: F401  (registers the command)
+    explain,  # noqa: F401  (registers the command)
     export,  # noqa: F401  (registers the command)
     lift,  # noqa: F401  (registers the command)
+    predict,  # noqa: F401  (registers the command)
     scan,  # noqa: F401  (registers the command)
     tune,  # noqa: F401  (registers the command)
 )

@@ -1,5 +1,9 @@
 """`annotune bench`: judge search strategies on replay datasets by the IterML paper's standards.
 
+`--transfer` instead leaves each GPU out of every group of datasets that share a space and
+compares the `transfer` strategy (warm-started from the other GPUs) with IterML from scratch
+on it (`annotune.transfer_bench`).
+
 Exit codes: 0 success, 2 bad input (missing or unreadable dataset, bad option), 130
 interrupted. With --json, stdout holds exactly one JSON object; progress goes to stderr.
 """
@@ -15,8 +19,9 @@ from rich.table import Table
 from annotune.bench import BenchRow, RunTrace, bench, plot_boxes
 from annotune.cli.app import app, print_json, stderr, stdout, user_errors
 from annotune.diagnostics import AnnotuneError
-from annotune.run.replay import load_replay
+from annotune.run.replay import ReplayDataset, load_replay
 from annotune.strategies import STRATEGY_NAMES
+from annotune.transfer_bench import TransferRow, transfer_bench
 
 _STRATEGY_HELP = f"Repeatable; one of: {', '.join(STRATEGY_NAMES)}."
 
@@ -39,12 +44,23 @@ def bench_command(
     plot: Path | None = typer.Option(  # noqa: B008
         None, help="Write Figure-14 style box plots to this PNG (needs matplotlib)."
     ),
+    transfer: bool = typer.Option(
+        False,
+        "--transfer",
+        help="Leave each GPU out of the datasets that share a space: transfer from the others "
+        "against IterML from scratch, zero-shot and naive baselines (--strategy is ignored).",
+    ),
 ) -> None:
     """Measurements each strategy needs for Standard 1 (median of best >= 0.95) and
     Standard 2 (5th percentile >= 0.95), beside the exact values for random search."""
     with user_errors():
         _check_options(strategy, repeats, max_evals, workers)
         loaded = [load_replay(path) for path in datasets]
+        if transfer:
+            if plot is not None:
+                raise AnnotuneError("--plot does not combine with --transfer")
+            _transfer(loaded, repeats, seed, max_evals, workers, json_output)
+            return
         if plot is not None:
             _require_matplotlib()
         rows: list[BenchRow] = []
@@ -136,5 +152,66 @@ def _table(rows: list[BenchRow]) -> Table:
             cell(r.std2, row.size),
             share(s.std1, r.std1),
             share(s.std2, r.std2),
+        )
+    return table
+
+
+def _transfer(
+    loaded: list[ReplayDataset],
+    repeats: int,
+    seed: int,
+    cap: int | None,
+    workers: int | None,
+    as_json: bool,
+) -> None:
+    show = not as_json and stderr.is_terminal
+    with Progress(console=stderr, disable=not show, transient=True) as progress:
+        task = progress.add_task("leave one GPU out", total=len(loaded) * 2 * repeats)
+        rows = transfer_bench(
+            loaded,
+            repeats=repeats,
+            seed=seed,
+            cap=cap,
+            workers=workers,
+            on_run=lambda _name, _trace: progress.advance(task),
+        )
+    if as_json:
+        print_json({"results": [row.to_json() for row in rows]})
+    else:
+        stdout.print(_transfer_table(rows))
+
+
+def _transfer_table(rows: list[TransferRow]) -> Table:
+    def cell(value: int | None, cap: int) -> str:
+        return f"> {cap}" if value is None else str(value)
+
+    table = Table(
+        title="Leave one GPU out: measurements to reach 0.95 of the held-out GPU's best "
+        "(Standard 1 / Standard 2); zero-shot and naive as normalized performance"
+    )
+    columns = (
+        "target",
+        "sources",
+        "features",
+        "transfer",
+        "iterml",
+        "random",
+        "1%",
+        "zero-shot",
+        "naive",
+    )
+    for column in columns:
+        table.add_column(column, justify="left" if column in columns[:3] else "right")
+    for row in rows:
+        table.add_row(
+            row.device,
+            ", ".join(row.sources),
+            row.features.describe(),
+            f"{cell(row.transfer.std1, row.cap)} / {cell(row.transfer.std2, row.cap)}",
+            f"{cell(row.iterml.std1, row.cap)} / {cell(row.iterml.std2, row.cap)}",
+            f"{cell(row.random.std1, row.size)} / {cell(row.random.std2, row.size)}",
+            str(row.one_percent),
+            f"{row.zero_shot:.3f}",
+            f"{row.naive:.3f} ({row.naive_source})",
         )
     return table

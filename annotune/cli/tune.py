@@ -1,4 +1,8 @@
-"""`annotune tune FILE`: build, measure and search; write tuned/<device>/<stem>.h."""
+"""`annotune tune FILE`: build, measure and search; write tuned/<device>/<stem>.h.
+
+When the results database (or `--transfer-from` files) holds results of the same source and
+space on other GPUs, the search starts from what they teach (`--no-transfer`: it does not).
+"""
 
 from __future__ import annotations
 
@@ -26,7 +30,14 @@ from annotune.cli.app import (
 from annotune.diagnostics import AnnotuneError
 from annotune.run.program import RunSpec
 from annotune.strategies import STRATEGY_NAMES
-from annotune.tuner import TuneOptions, TuneProgress, TuneReport, speedup, tune
+from annotune.tuner import (
+    TRANSFER_STRATEGIES,
+    TuneOptions,
+    TuneProgress,
+    TuneReport,
+    speedup,
+    tune,
+)
 
 
 @app.command("tune")
@@ -88,6 +99,21 @@ def tune_command(
         str | None,
         typer.Option(help="Kernel mode: pycuda or cuda-python (default: pycuda if installed)."),
     ] = None,
+    transfer: Annotated[
+        bool,
+        typer.Option(
+            help="Learn from results of the same source and space on other GPUs (the database's "
+            "and --transfer-from files): measure what they predict best first (iterml only)."
+        ),
+    ] = True,
+    transfer_from: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--transfer-from",
+            help="A T4 (annotune export) or Kernel Tuner cache file of this space measured on "
+            "another GPU (repeatable).",
+        ),
+    ] = None,
     config: ConfigPath = None,
     json: JsonFlag = False,
 ) -> None:
@@ -96,6 +122,13 @@ def tune_command(
         if strategy not in STRATEGY_NAMES:
             raise AnnotuneError(
                 f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGY_NAMES)}"
+            )
+        if transfer_from and not transfer:
+            raise AnnotuneError("--transfer-from needs transfer; drop --no-transfer")
+        if transfer_from and strategy not in TRANSFER_STRATEGIES:
+            raise AnnotuneError(
+                f"--transfer-from works with the strategies {', '.join(TRANSFER_STRATEGIES)}, "
+                f"not {strategy!r}"
             )
         if budget < 1:
             raise AnnotuneError("--budget must be at least 1")
@@ -116,6 +149,8 @@ def tune_command(
             mode=mode,
             kernel=kernel,
             backend=backend,
+            transfer=transfer,
+            transfer_from=tuple(transfer_from or ()),
         )
         with _ProgressDisplay(enabled=not json and stderr.is_terminal) as display:
             report = tune(problem, options, display.update)
@@ -185,6 +220,7 @@ class _ProgressDisplay:
         )
         self.task = None
         self.best: float | None = None
+        self.warned = 0
 
     def __enter__(self) -> _ProgressDisplay:
         self.progress.__enter__()
@@ -194,14 +230,19 @@ class _ProgressDisplay:
         self.progress.__exit__(*exc)
 
     def update(self, p: TuneProgress) -> None:
+        for warning in p.warnings[self.warned :]:
+            stderr.print(f"annotune: warning: {warning}", highlight=False)
+        self.warned = len(p.warnings)
         status = (
             f"iter {p.iteration}  best {_ms(p.best_time)}  default {_ms(p.default_time)}  "
             f"reused {p.reused}  failed {p.compile_failures} compile / {p.run_failures} run"
         )
         if self.task is None:
-            self.task = self.progress.add_task(
-                f"tuning on {p.device} ({p.strategy})", total=p.budget, status=status
-            )
+            learned = f", learning from {', '.join(p.transfer_from)}" if p.transfer_from else ""
+            description = f"tuning on {p.device} ({p.strategy}{learned})"
+            self.task = self.progress.add_task(description, total=p.budget, status=status)
+            if not self.enabled and p.transfer_from:  # CI logs: say where the start came from
+                stderr.print(description, highlight=False)
         self.progress.update(self.task, completed=p.evaluations, status=status)
         if not self.enabled and p.best_time is not None and p.best_time != self.best:
             self.best = p.best_time
@@ -218,6 +259,11 @@ def _ms(value: float | None) -> str:
 def _print_report(report: TuneReport) -> None:
     gain = speedup(report)
     stdout.print(f"device        {report.device}")
+    if report.prior is not None and report.prior.tasks:
+        features = report.prior.selection.describe() if report.prior.selection else "none"
+        stdout.print(
+            f"learned from  {', '.join(report.prior.sources)} (device features: {features})"
+        )
     size = "a space too large to count" if report.space_size is None else f"{report.space_size:,}"
     stdout.print(
         f"measurements  {report.evaluations} of {size} legal "

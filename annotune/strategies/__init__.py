@@ -22,7 +22,10 @@ from annotune.strategies.base import (
 )
 from annotune.strategies.exhaustive import Exhaustive
 from annotune.strategies.iterml import IterML
+from annotune.strategies.predictive import PredictiveStrategy
 from annotune.strategies.random_search import RandomSearch
+from annotune.strategies.starchart import StarchartStrategy
+from annotune.strategies.transfer import Transfer
 
 _FACTORIES: dict[str, Callable[..., Strategy]] = {
     "iterml": IterML,
@@ -30,7 +33,10 @@ _FACTORIES: dict[str, Callable[..., Strategy]] = {
     "iterml-paper": lambda **options: IterML(
         **{"paper": True, "pick": 20, "initial": None, "cut": 0.5, **options}
     ),
+    "predictive": PredictiveStrategy,
     "random": RandomSearch,
+    "starchart": StarchartStrategy,
+    "transfer": Transfer,
     "exhaustive": Exhaustive,
 }
 

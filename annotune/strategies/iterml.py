@@ -91,12 +91,26 @@ Standard 1 / Standard 2 in measurements; random search in brackets):
   - after 5 batches without progress, 60% of a batch random: W6600 337 / 1,151;
   - breadth-first centres (the top 10 or 25 each expanded once before any twice): W6600
     404 / 812 and 572 / 841.
+  - learning speed (best / time, invalid 0) instead of log time, which stresses the fast
+    end as the Starchart strategy's tree does: pnpoly 47 / 155, W6600 591 / 911;
+  - picks from the leaf with the best measurement of one regression tree on speed (the
+    Starchart strategy's guided move, which reaches W6600's 373 / 823 on 100 seeds): 20%
+    of a batch, W6600 473 / 631, pnpoly 46 / 328; 30% with exploit 0.2, W6600 361 / 736.
+  - hill climbs on the forest's mean from random starts (the `predictive` strategy's move,
+    which reaches W6600's 263 / 612 with boosted trees): 20% of a batch, pnpoly 39 / 303,
+    W6600 451 / 789; 30% with exploit 0.2, W6600 563 / 843.
   W6600's first hits are bimodal (quartiles 56 / 331 / 647 in the default's 40 runs): a
   run either finds the needle early or climbs the 0.84 plateau and stalls there. The
   needle sits in a region whose median configuration runs at 0.01 of the optimum (no
   shared memory, block height 1) and needs six parameters right at once, so no model
   fitted on a few hundred points ranks it well, and Standard 1 there moves by +-100
   between seed sets (302 on the first 40 seeds, 471 on 100).
+* batches of 5 (`early_pick`) until 60 configurations are measured, then 10, 100 seeds on
+  every dataset against batches of 10 throughout: pnpoly 40 / 139 (45 / 133), convolution
+  MI250X 76 / 235 (94 / 224), A4000 71 / 213 (91 / 228), RTX 3090 54 / 104 (61 / 106),
+  A100 148 / 294 (148 / 316), W6600 471 / 903 (471 / 911), gemm 108 / 221 (116 / 221).
+  Standard 1 improves or holds everywhere, which takes pnpoly to 50% of random search;
+  batches of 5 throughout had cost W6600 (443 / 943 against 302 / 933 on 40 seeds).
 """
 
 from __future__ import annotations
@@ -122,6 +136,9 @@ class IterML(Strategy):
     pick: configurations measured per iteration; a float in (0, 1) is a pick *ratio* of the
         whole space (the paper's formulation), turned into a constant count.
     initial: size of the first, purely random batch (None: `pick`).
+    early_pick: batch size while fewer than `early_until` configurations are measured (0: always
+        `pick`). The model changes most per measurement early on, so refitting after every
+        few pays then; later, batches of `pick` keep compiles parallel and fits rare.
     cut: fraction of the remaining space pruned per step.
     local: fraction of each batch spent on one-parameter moves around the best measured.
     local_sample: fraction of the local moves whose value is chosen by one tree of the
@@ -164,6 +181,8 @@ class IterML(Strategy):
         invalid_factor: float = 2.0,
         paper: bool = False,
         n_jobs: int = 1,
+        early_pick: int = 5,
+        early_until: int = 60,
         extra_features: np.ndarray | None = None,
     ) -> None:
         if pick <= 0:
@@ -176,6 +195,8 @@ class IterML(Strategy):
             raise ValueError("local_sample must be a fraction in [0, 1]")
         if moves_per_centre < 1:
             raise ValueError("moves_per_centre must be >= 1")
+        if early_pick < 0 or early_until < 0:
+            raise ValueError("early_pick and early_until must be >= 0")
         if initial is not None and initial < 1:
             raise ValueError("initial must be >= 1")
         if acquisition not in ("thompson", "mean"):
@@ -197,6 +218,8 @@ class IterML(Strategy):
         self.invalid_factor = invalid_factor
         self.paper = paper
         self.n_jobs = n_jobs
+        self.early_pick = 0 if paper else early_pick
+        self.early_until = early_until
         self.extra_features = extra_features
         if paper:
             self.name = "iterml-paper"
@@ -234,7 +257,10 @@ class IterML(Strategy):
             size = min(self._initial - self._asked, max_count, alive.size)
             chosen = self._rng.choice(alive, size=max(size, 1), replace=False)
         else:
-            chosen = self._model_guided(alive, min(self._pick, max_count))
+            size = self._pick
+            if self.early_pick and len(self._told) < self.early_until:
+                size = self.early_pick
+            chosen = self._model_guided(alive, min(size, max_count))
         self._iteration += 1
         self._asked += len(chosen)
         self._alive[chosen] = False

@@ -15,6 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from annotune.annotate import read_problem
+from annotune.db import Database, Measurement, StudyKey, default_db_path
+from annotune.device_features import lookup
+
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
 
 ARGS = ["--device", "test-device", "--repeats", "1", "--warmup", "0", "--timeout", "1"]
@@ -148,3 +152,37 @@ def test_export_writes_the_study_as_t4(cli, workdir, monkeypatch):
     assert {"configuration", "invalidity", "measurements"} <= set(t4["results"][0])
     other = cli("export", workdir / "synthetic.c", "-o", out, "--device", "elsewhere")
     assert other.exit_code == 2 and "no measurements" in other.stderr
+
+
+def record_a100_study(source: Path, best_x: int) -> None:
+    """Results of the same source and space on another GPU, whose best configuration has X=best_x
+    (as if tuned there and copied into this database)."""
+    key = StudyKey.for_problem(read_problem(source), device="NVIDIA A100-PCIE-40GB", build={})
+    with Database(default_db_path(source)) as db:
+        study = db.open_study(key, device_features=lookup("NVIDIA A100-PCIE-40GB").to_json())
+        for x in range(1, 10):
+            for y in (1, 2, 3):
+                if x + y != 12:
+                    time = 1.0 + abs(x - best_x) + 0.1 * abs(y - 3)
+                    db.record(study, Measurement({"X": x, "Y": y}, "ok", time))
+
+
+def test_another_gpus_results_are_measured_first(cli, workdir, monkeypatch):
+    monkeypatch.setenv("ANNOTUNE_TEST_LOG", str(workdir / "runs.log"))
+    monkeypatch.setenv("ANNOTUNE_DEVICE", "NVIDIA RTX A4000")
+    record_a100_study(workdir / "synthetic.c", best_x=4)
+    run = ["tune", workdir / "synthetic.c", "--budget", "2", "--repeats", "1", "--warmup", "0"]
+    result = cli(*run, "--json")
+    assert result.exit_code == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["device"] == "NVIDIA RTX A4000"
+    assert report["transfer"]["sources"] == ["NVIDIA A100-PCIE-40GB"]
+    assert "learning from NVIDIA A100-PCIE-40GB" in result.stderr
+    # The default first (the baseline), then what the other GPU's results rank best.
+    ran = (workdir / "runs.log").read_text().split("\n")[:-1]
+    assert ran[0] == "1 2" and ran[1].split()[0] == "4"
+
+    off = cli(*run, "--no-transfer", "--fresh", "--json")
+    assert off.exit_code == 0 and json.loads(off.stdout)["transfer"] is None
+    conflict = cli(*run, "--no-transfer", "--transfer-from", workdir / "other.json")
+    assert conflict.exit_code == 2 and "--transfer-from needs transfer" in conflict.stderr

@@ -1,0 +1,83 @@
+"""`annotune predict FILE --device NAME`: the best configuration for a GPU with no measurements.
+
+Zero-shot transfer: a model of the results of FILE on other GPUs (the results database's, and
+`--transfer-from` files) predicts for NAME from its device features; `--write` writes the
+header `tune` would, marked "predicted, not measured" (a measured one only with `--force`).
+Exit codes: 0 success, 2 bad input (unknown device, no other GPU's results, a measured header
+in the way).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from annotune.annotate import read_problem
+from annotune.cli.app import (
+    ConfigPath,
+    DbPath,
+    JsonFlag,
+    app,
+    print_json,
+    stderr,
+    stdout,
+    user_errors,
+)
+from annotune.tuner import predict
+
+
+@app.command("predict")
+def predict_command(
+    file: Annotated[Path, typer.Argument(help="The annotated source.")],
+    device: Annotated[
+        str, typer.Option(help="The GPU to predict for, e.g. 'NVIDIA A100-PCIE-40GB'.")
+    ],
+    transfer_from: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--transfer-from",
+            help="A T4 (annotune export) or Kernel Tuner cache file of this space measured on "
+            "another GPU (repeatable).",
+        ),
+    ] = None,
+    write: Annotated[
+        bool, typer.Option("--write", help="Write tuned/<device>/<stem>.h, marked as predicted.")
+    ] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="With --write: replace a measured header too.")
+    ] = False,
+    out_dir: Annotated[
+        Path | None, typer.Option(help="Where headers go (default: tuned/ beside FILE).")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Random seed of the model.")] = 0,
+    db: DbPath = None,
+    config: ConfigPath = None,
+    json: JsonFlag = False,
+) -> None:
+    """Predict the best configuration of FILE for a GPU from other GPUs' results alone."""
+    with user_errors():
+        problem = read_problem(file, config_path=config)
+        report = predict(
+            problem,
+            device,
+            db_path=db,
+            files=tuple(transfer_from or ()),
+            seed=seed,
+            write=write,
+            force=force,
+            out_dir=out_dir,
+        )
+    for warning in report.prior.warnings:
+        stderr.print(f"annotune: warning: {warning}", highlight=False)
+    if json:
+        print_json(report.to_json())
+        return
+    features = report.prior.selection.describe() if report.prior.selection else "none"
+    stdout.print(f"device        {report.device} (predicted, not measured)")
+    stdout.print(f"learned from  {', '.join(report.prior.sources)} (device features: {features})")
+    stdout.print(f"best          {report.params}")
+    stdout.print(f"performance   {report.performance:.2f} of the best (predicted)")
+    if report.header is not None:
+        stdout.print(f"header        {report.header}")
