@@ -101,7 +101,12 @@ def device_features(dataset: ReplayDataset) -> DeviceFeatures:
 
 
 def group_by_space(datasets: Sequence[ReplayDataset]) -> list[list[ReplayDataset]]:
-    """Datasets with the same parameter names and set of configurations, in input order."""
+    """Datasets of one kernel and problem size over the same parameters and configurations.
+
+    The kernel and problem size count too (when the files name them): two kernels that
+    happen to share parameter names are not one space, and a GPU's best tile for one
+    problem size is not a prediction for another.
+    """
     groups: dict[str, list[ReplayDataset]] = {}
     for dataset in datasets:
         groups.setdefault(_space_key(dataset), []).append(dataset)
@@ -110,7 +115,7 @@ def group_by_space(datasets: Sequence[ReplayDataset]) -> list[list[ReplayDataset
 
 def _space_key(dataset: ReplayDataset) -> str:
     rows = np.ascontiguousarray(dataset.candidates.values)
-    digest = hashlib.sha256(repr(dataset.names).encode())
+    digest = hashlib.sha256(repr((dataset.names, dataset.kernel, dataset.problem_size)).encode())
     for row in sorted(r.tobytes() for r in rows):
         digest.update(row)
     return digest.hexdigest()

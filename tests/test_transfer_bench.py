@@ -49,6 +49,21 @@ def test_datasets_group_by_their_set_of_configurations_not_row_order():
         transfer_bench([dataset("NVIDIA A100-PCIE-40GB"), other], repeats=1, workers=1)
 
 
+def test_another_kernel_or_problem_size_is_another_space():
+    from dataclasses import replace
+
+    base = dataset("NVIDIA A100-PCIE-40GB")
+    same = replace(dataset("NVIDIA RTX A4000"), kernel="", problem_size=())
+    bigger = replace(dataset("AMD Radeon PRO W6600"), problem_size=(8192.0,))
+    other_kernel = replace(dataset("AMD Instinct MI250X"), kernel="transpose")
+    groups = group_by_space([base, same, bigger, other_kernel])
+    assert [[d.device for d in g] for g in groups] == [
+        ["NVIDIA A100-PCIE-40GB", "NVIDIA RTX A4000"],
+        ["AMD Radeon PRO W6600"],
+        ["AMD Instinct MI250X"],
+    ]
+
+
 def test_the_naive_baseline_measures_each_source_best_on_the_target():
     target = dataset("NVIDIA A100-PCIE-40GB")
     sources = [dataset("AMD Radeon PRO W6600"), dataset("NVIDIA RTX A4000")]
