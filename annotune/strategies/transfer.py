@@ -36,6 +36,9 @@ a long while. Variants tried on A100 (20 seeds; IterML 164 / 318 on the same see
   parameters): 228 / 325 and 237 / 415, while A4000 went from 4 / 23 to 7 / 33 and 38 / 87
   and W6600 from 1 / 1 to 24 / 48;
 * hiding the lead's results from IterML (it learns only from its own picks): 183 / 308.
+* the lead measured and learned from, but never a centre of IterML's local moves, 30 seeds
+  (IterML 154 / 282 on them): 226 / 376; the same without the prediction as an input:
+  231 / 318.
 
 Only dropping the lead beats IterML there, and the lead is what takes the other targets to
 1 / 1; the rest throw measurements away or lose elsewhere, so the defaults stand.
