@@ -32,7 +32,7 @@ import numpy as np
 from scipy.special import gammaln
 
 from annotune.run.replay import ReplayDataset
-from annotune.strategies import Budget, create, run_search
+from annotune.strategies import Budget, TaskData, create, run_search
 
 THRESHOLD = 0.95
 STD1_QUANTILE = 0.5
@@ -255,6 +255,29 @@ def bench(
                 )
             )
     return rows
+
+
+# -- learning across problem sizes --------------------------------------------------------------
+
+
+def size_prior(dataset: ReplayDataset, others: Sequence[ReplayDataset]) -> dict[str, Any]:
+    """`predictive` options that let it learn `dataset` from other problem sizes of its kernel.
+
+    The other datasets of the same kernel and parameters but another problem size become the
+    prior tasks, each with its problem size as task features, so the model predicts the
+    target size before measuring it (Bergstra et al.'s task features). Empty when there are
+    none.
+    """
+    prior = [
+        TaskData(other.name, other.candidates.values, other.times, other.problem_size)
+        for other in others
+        if other is not dataset
+        and other.names == dataset.names
+        and other.kernel == dataset.kernel
+        and other.problem_size != dataset.problem_size
+        and len(other.problem_size) == len(dataset.problem_size) > 0
+    ]
+    return {"prior": prior, "task_features": dataset.problem_size} if prior else {}
 
 
 # -- the Figure-14 style plot -------------------------------------------------------------------

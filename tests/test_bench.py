@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -13,6 +15,7 @@ from annotune.bench import (
     random_miss_probability,
     random_standards,
     run_seeds,
+    size_prior,
     standards_from_hits,
 )
 from annotune.run.replay import ReplayDataset
@@ -95,3 +98,19 @@ def test_box_plot_is_written(tmp_path):
     path = tmp_path / "fig.png"
     plot_boxes(rows, {dataset.name: dataset.normalized()}, path)
     assert path.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_size_prior_takes_the_same_kernel_at_other_problem_sizes():
+    values = np.array([[1.0, 2.0], [2.0, 2.0]])
+    base = ReplayDataset(
+        "k_100", Candidates(values, ("a", "b")), np.array([1.0, 2.0]), ("", ""), "", "k", (100.0,)
+    )
+    bigger = replace(base, name="k_200", problem_size=(200.0,))
+    same_size = replace(base, name="k_100_again")
+    other_kernel = replace(base, name="j_300", kernel="j", problem_size=(300.0,))
+    no_size = replace(base, name="k_unknown", problem_size=())
+    options = size_prior(base, [base, bigger, same_size, other_kernel, no_size])
+    assert [task.name for task in options["prior"]] == ["k_200"]
+    assert options["prior"][0].features == (200.0,)
+    assert options["task_features"] == (100.0,)
+    assert size_prior(base, [base, other_kernel]) == {}

@@ -16,7 +16,7 @@ import typer
 from rich.progress import Progress
 from rich.table import Table
 
-from annotune.bench import BenchRow, RunTrace, bench, plot_boxes
+from annotune.bench import BenchRow, RunTrace, bench, plot_boxes, size_prior
 from annotune.cli.app import app, print_json, stderr, stdout, user_errors
 from annotune.diagnostics import AnnotuneError
 from annotune.run.replay import ReplayDataset, load_replay
@@ -50,6 +50,12 @@ def bench_command(
         help="Leave each GPU out of the datasets that share a space: transfer from the others "
         "against IterML from scratch, zero-shot and naive baselines (--strategy is ignored).",
     ),
+    across_sizes: bool = typer.Option(
+        False,
+        "--across-sizes",
+        help="predictive: learn each dataset from the given datasets of the same kernel at "
+        "other problem sizes (their problem sizes are the model's task features).",
+    ),
 ) -> None:
     """Measurements each strategy needs for Standard 1 (median of best >= 0.95) and
     Standard 2 (5th percentile >= 0.95), beside the exact values for random search."""
@@ -74,6 +80,7 @@ def bench_command(
                 def advance(_name: str, _trace: RunTrace) -> None:
                     progress.advance(task)
 
+                options = {"predictive": size_prior(dataset, loaded)} if across_sizes else None
                 rows.extend(
                     bench(
                         dataset,
@@ -81,6 +88,7 @@ def bench_command(
                         repeats=repeats,
                         seed=seed,
                         cap=max_evals,
+                        options=options,
                         workers=workers,
                         on_run=advance,
                     )
