@@ -67,6 +67,16 @@ DbPath = Annotated[
 ]
 
 
+def require_matplotlib() -> None:
+    """Fail early, before any work, when `--plot` is asked for without matplotlib."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise AnnotuneError(
+            "--plot needs matplotlib", hint="pip install 'annotune[plot]'"
+        ) from None
+
+
 def print_json(data: Any) -> None:
     """Exactly one JSON object on stdout, nothing else."""
     sys.stdout.write(json.dumps(data, indent=2) + "\n")

@@ -17,7 +17,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from annotune.bench import BenchRow, RunTrace, bench, plot_boxes, size_prior
-from annotune.cli.app import app, print_json, stderr, stdout, user_errors
+from annotune.cli.app import app, print_json, require_matplotlib, stderr, stdout, user_errors
 from annotune.diagnostics import AnnotuneError
 from annotune.run.replay import ReplayDataset, load_replay
 from annotune.strategies import STRATEGY_NAMES
@@ -68,7 +68,7 @@ def bench_command(
             _transfer(loaded, repeats, seed, max_evals, workers, json_output)
             return
         if plot is not None:
-            _require_matplotlib()
+            require_matplotlib()
         rows: list[BenchRow] = []
         total = len(loaded) * len(strategy) * repeats
         show = not json_output and stderr.is_terminal
@@ -115,15 +115,6 @@ def _check_options(
         raise AnnotuneError("--max-evals must be at least 1")
     if workers is not None and workers < 1:
         raise AnnotuneError("--workers must be at least 1")
-
-
-def _require_matplotlib() -> None:
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        raise AnnotuneError(
-            "--plot needs matplotlib", hint="pip install 'annotune[plot]'"
-        ) from None
 
 
 def _table(rows: list[BenchRow]) -> Table:

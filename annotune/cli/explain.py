@@ -22,7 +22,16 @@ import typer
 from rich.table import Table
 from rich.tree import Tree as RichTree
 
-from annotune.cli.app import DbPath, JsonFlag, app, print_json, stderr, stdout, user_errors
+from annotune.cli.app import (
+    DbPath,
+    JsonFlag,
+    app,
+    print_json,
+    require_matplotlib,
+    stderr,
+    stdout,
+    user_errors,
+)
 from annotune.db import Database, default_db_path
 from annotune.diagnostics import AnnotuneError
 from annotune.partition import Node, StopRule, Tree, build_tree, normalized_performance, plot_tree
@@ -65,7 +74,7 @@ def explain(
         if depth < 1:
             raise AnnotuneError("--depth must be at least 1")
         if plot is not None:
-            _require_matplotlib()
+            require_matplotlib()
         samples = _replay(file) if _is_replay(file) else _measured(file, db, device)
         rule = StopRule(min_gain=MIN_GAIN, max_depth=depth)
         tree = build_tree(samples.values, samples.performance, samples.names, rule)
@@ -137,15 +146,6 @@ def _same_file(recorded: str, source: Path) -> bool:
     if path.is_absolute() or path.exists():
         return path.resolve() == source.resolve()
     return path.name == source.name
-
-
-def _require_matplotlib() -> None:
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        raise AnnotuneError(
-            "--plot needs matplotlib", hint="pip install 'annotune[plot]'"
-        ) from None
 
 
 def _label(node: Node, condition: str) -> str:

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from annotune.diagnostics import AnnotuneError
+from annotune.partition import normalized_performance
 from annotune.strategies.base import Candidates, Result
 
 
@@ -71,9 +72,7 @@ class ReplayDataset:
 
     def normalized(self) -> np.ndarray:
         """Normalized performance of every row: best time / its time (invalid = 0)."""
-        with np.errstate(invalid="ignore", divide="ignore"):
-            norm = self.best_time / self.times
-        return np.where(np.isnan(self.times), 0.0, norm)
+        return normalized_performance(self.times)
 
     def measure(self, indices: Sequence[int]) -> list[Result]:
         """The runner interface: recorded results for `indices`, in order."""
