@@ -29,6 +29,7 @@ from annotune.expressions import (
 
 __all__ = [
     "ENUMERATION_LIMIT",
+    "MAX_CANDIDATES",
     "MAX_SAMPLE_DRAWS",
     "SAMPLE_ENUMERATION_LIMIT",
     "Constraint",
@@ -47,6 +48,9 @@ SAMPLE_ENUMERATION_LIMIT = 1 << 20
 
 MAX_SAMPLE_DRAWS = 1 << 25
 """Random Cartesian rows that `sample` draws at most before giving up on a sparse space."""
+
+MAX_CANDIDATES = 1_000_000
+"""Spaces with more legal configurations are searched over a uniform sample of this many."""
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _INT64 = np.iinfo(np.int64)
@@ -270,6 +274,20 @@ class Space:
                 return None
             deepest = max(deepest, depth)
         return deepest
+
+    def search_rows(
+        self, rng: np.random.Generator, limit: int = MAX_CANDIDATES
+    ) -> tuple[np.ndarray, int | None]:
+        """The rows a search sees, all legal ones or a uniform sample of `limit` of them, and
+        the legal count (None when the space is too large to count)."""
+        try:
+            legal = self.legal_indices()
+        except SpaceTooLarge:
+            return self.sample(limit, rng), None
+        if len(legal) > limit:
+            chosen = np.sort(rng.choice(len(legal), limit, replace=False))
+            return legal[chosen], len(legal)
+        return legal, len(legal)
 
     # -- sampling ----------------------------------------------------------------------------
 

@@ -280,3 +280,13 @@ def test_sample_from_a_large_space() -> None:
     # Roughly uniform: the first coordinate's mean is near its mean over the legal set (~550,
     # with a standard error of ~9 for 1000 rows).
     assert 510 < rows[:, 0].mean() < 590
+
+
+def test_search_rows_are_every_legal_row_or_a_uniform_sample_of_them():
+    space = Space([Param("a", tuple(range(10)), 0), Param("b", tuple(range(10)), 1)], ["a != b"])
+    rows, count = space.search_rows(np.random.default_rng(0))
+    assert count == 90 and len(rows) == 90
+    sample, count = space.search_rows(np.random.default_rng(0), limit=25)
+    assert count == 90 and len(sample) == 25
+    assert len({tuple(r) for r in sample.tolist()}) == 25
+    assert all(a != b for a, b in space.decode(sample).tolist())

@@ -28,10 +28,10 @@ from annotune.cli.app import (
     user_errors,
 )
 from annotune.diagnostics import AnnotuneError
+from annotune.prior import TRANSFER_STRATEGIES
 from annotune.run.program import RunSpec
 from annotune.strategies import STRATEGY_NAMES
 from annotune.tuner import (
-    TRANSFER_STRATEGIES,
     TuneOptions,
     TuneProgress,
     TuneReport,

@@ -58,6 +58,17 @@ class TaskData:
             raise ValueError("values must be (m, d) and times (m,)")
 
 
+def check_task_features(prior: Sequence[TaskData], task_features: Sequence[float]) -> None:
+    """ValueError unless every prior task has as many features as the target: a model row
+    is parameters plus features, and rows of different widths cannot be stacked."""
+    for task in prior:
+        if len(task.features) != len(task_features):
+            raise ValueError(
+                f"prior task {task.name!r} has {len(task.features)} features, "
+                f"the target {len(task_features)}"
+            )
+
+
 @dataclass(frozen=True)
 class Result:
     """One measurement: `time` (lower is better) or None when the configuration is invalid."""
@@ -172,8 +183,12 @@ def run_search(
         strategy.tell(results)
         outcome.results.extend(results)
         for result in results:
-            if result.time is not None and math.isfinite(result.time) and (
-                outcome.best is None or result.time < outcome.best.time  # type: ignore[operator]
+            if (
+                result.time is not None
+                and math.isfinite(result.time)
+                and (
+                    outcome.best is None or result.time < outcome.best.time  # type: ignore[operator]
+                )
             ):
                 outcome.best = result
         if on_batch is not None and on_batch(results, outcome, strategy):

@@ -91,7 +91,13 @@ from sklearn.ensemble import HistGradientBoostingRegressor
 from threadpoolctl import threadpool_limits
 
 from annotune.models import encode_features
-from annotune.strategies.base import Candidates, Result, Strategy, TaskData
+from annotune.strategies.base import (
+    Candidates,
+    Result,
+    Strategy,
+    TaskData,
+    check_task_features,
+)
 
 
 @dataclass(frozen=True)
@@ -260,12 +266,7 @@ class PredictiveStrategy(Strategy):
             raise ValueError("invalid_speedup must be in (0, 1): worse than the reference")
         if trees < 1 or depth < 1 or min_leaf < 1 or learning_rate <= 0:
             raise ValueError("trees, depth, min_leaf and learning_rate must be positive")
-        for task in prior:
-            if len(task.features) != len(task_features):
-                raise ValueError(
-                    f"prior task {task.name!r} has {len(task.features)} features, "
-                    f"the target {len(task_features)}"
-                )
+        check_task_features(prior, task_features)
         self.batch = batch
         self.initial = initial
         self.from_best = from_best

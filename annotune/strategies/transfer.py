@@ -53,7 +53,13 @@ import numpy as np
 from sklearn.base import BaseEstimator
 
 from annotune import transfer as _transfer
-from annotune.strategies.base import Candidates, Result, Strategy, TaskData
+from annotune.strategies.base import (
+    Candidates,
+    Result,
+    Strategy,
+    TaskData,
+    check_task_features,
+)
 from annotune.strategies.iterml import IterML
 
 
@@ -95,13 +101,7 @@ class Transfer(Strategy):
             raise ValueError("initial_after_lead must be >= 1")
         if transfer_target not in _transfer.TARGETS:
             raise ValueError(f"transfer_target must be one of {', '.join(_transfer.TARGETS)}")
-        width = len(task_features)
-        for task in prior:
-            if len(task.features) != width:
-                raise ValueError(
-                    f"prior {task.name!r} has {len(task.features)} device features, "
-                    f"the target {width}"
-                )
+        check_task_features(prior, task_features)
         IterML(**iterml_options)  # reject bad IterML options now, not at start
         self.prior = tuple(prior)
         self.task_features = np.asarray(task_features, dtype=np.float64)

@@ -74,7 +74,7 @@ def test_the_first_batch_is_what_the_transferred_model_ranks_best():
 
 
 def test_bad_options_are_rejected_when_created():
-    with pytest.raises(ValueError, match="2 device features"):
+    with pytest.raises(ValueError, match="has 2 features, the target 1"):
         create(
             "transfer", prior=[TaskData("g", VALUES, times(2), (1.0, 2.0))], task_features=(1.0,)
         )
