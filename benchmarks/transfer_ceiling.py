@@ -56,7 +56,10 @@ def main() -> None:
     parser.add_argument("datasets", nargs="*", type=Path)
     args = parser.parse_args()
     datasets = [load_replay(p) for p in args.datasets or sorted(REPLAY_DIR.glob("*.json.gz"))]
-    print("| target | good | 1% | per source: its perf at target's best, best good rank | best blend |")
+    print(
+        "| target | good | 1% | per source: its performance at the target's best, "
+        "best good rank | best blend |"
+    )
     print("|---|---|---|---|---|")
     for group in group_by_space(datasets):
         if len(group) < 2:
@@ -81,9 +84,10 @@ def main() -> None:
                 (best_rank(weights @ stacked, good), tuple(weights))
                 for weights in blends(len(logs))
             )
+            rank, weights = blended
             print(
                 f"| {target.name} | {int(good.sum())} | {math.floor(ONE_PERCENT * len(target))} "
-                f"| {'; '.join(cells)} | {blended[0]} (weights {np.round(blended[1], 2).tolist()}) |"
+                f"| {'; '.join(cells)} | {rank} (weights {np.round(weights, 2).tolist()}) |"
             )
 
 
