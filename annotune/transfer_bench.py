@@ -14,9 +14,9 @@ the target; the others are its sources. For the target this reports:
 * the device features CV-DFS chose (`annotune.transfer.select_features`).
 
 Measured on the shared replay data (100 seeds; `annotune.strategies.transfer` has the
-standards): the zero-shot prediction reached 0.654 / 0.987 / 0.980 / 1.000 of the optimum on
+standards): the zero-shot prediction reached 0.654 / 0.985 / 0.972 / 1.000 of the optimum on
 convolution A100 / A4000 / MI250X / W6600 against the naive baseline's 0.673 / 0.724 / 0.984
-/ 0.770, and on dedispersion A100 / A4000 0.996 / 0.959 against 0.996 / 0.970. With one
+/ 0.770, and on dedispersion A100 / A4000 0.991 / 0.959 against 0.996 / 0.970. With one
 source GPU (dedispersion), the model is that GPU's own and its best is the naive choice or a
 near-equal neighbour of it; with three, it beats the naive baseline where a blend of the
 sources is better than any one source's best (A4000, W6600).

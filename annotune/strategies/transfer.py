@@ -20,11 +20,12 @@ select_features`, CV-DFS), as `annotune tune`, `annotune predict` and `annotune 
 
 Measured (`annotune bench --transfer`, leave one GPU out of the shared replay data, 100
 seeds, Standard 1 / Standard 2 in measurements, IterML from scratch in brackets): convolution
-A4000 1 / 1 (91 / 228), MI250X 1 / 1 (94 / 224), W6600 1 / 1 (471 / 911), dedispersion A100
+A4000 1 / 1 (74 / 248), MI250X 1 / 1 (82 / 207), W6600 1 / 1 (511 / 915), dedispersion A100
 1 / 1 (2 / > 6), A4000 1 / 1 (6 / 19): the lead's first configuration is already within 5%
-of the target's optimum. Convolution A100 262 / 393 (148 / 316) is the case it loses: the
+of the target's optimum. Convolution A100 263 / 386 (155 / 304) is the case it loses: the
 other GPUs' best regions reach 0.67 of A100's optimum, which no source ranks within its top
-350, and IterML's local moves start around the lead's configurations, the best measured for
+350 (`benchmarks/transfer_ceiling.py`: 373rd at best under any blend of the sources), and
+IterML's local moves start around the lead's configurations, the best measured for
 a long while. Variants tried on A100 (20 seeds; IterML 164 / 318 on the same seeds):
 
 * a smaller lead, 1 / 3 / 5: 208 / 335, 225 / 359, 219 / 347; no lead at all (the
