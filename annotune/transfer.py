@@ -89,7 +89,8 @@ PREDICTION_TREES = 256
 CV-DFS folds keep the IterML default of 48). Its top pick is the zero-shot prediction and the
 `transfer` strategy's first measurement, so the forest's luck must not decide it: with 48
 trees, the top pick for convolution MI250X (sources A100, A4000, W6600) ran at 0.117 of the
-optimum for 2 of 8 seeds and at 0.98 otherwise; with 256, at 0.98 for all 8. A fit on three
+optimum for 2 of 8 seeds and at 0.98 otherwise; with 256, at 0.97-0.98 in all 8 and in
+`annotune bench --transfer`. A fit on three
 sources of 4,362 configurations takes 3.4 s instead of 0.6 s."""
 
 CV_ROWS_PER_SOURCE = 3000
