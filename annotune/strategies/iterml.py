@@ -118,8 +118,9 @@ Standard 1 / Standard 2 in measurements; random search in brackets):
   100`): A100 155 / 304, A4000 74 / 248, MI250X 82 / 207, RTX 3090 54 / 106, W6600 511 / 915,
   gemm 108 / 222, pnpoly 40 / 133. Batches of 5 throughout had cost W6600 (443 / 943 against
   302 / 933 on 40 seeds).
-* boosted trees (depth 6, leaves of 2: the `predictive` strategy's model, which reaches W6600),
-  tried later, not adopted; 100 seeds against the default's pnpoly 40 / 133, W6600 511 / 915:
+* tried later, not adopted; 100 seeds against the default's pnpoly 40 / 133, W6600 511 / 915;
+  first, boosted trees (depth 6, leaves of 2: the `predictive` strategy's model, which reaches
+  W6600):
   - hill climbs on them from random starts in place of the Thompson picks: W6600 320 / 864,
     MI250X 71 / 185, A4000 81 / 216, but pnpoly 44 / 231; in place of half of them: W6600
     377 / 766, pnpoly 39 / 160; in place of the random share: W6600 431 / 667, pnpoly
@@ -127,6 +128,10 @@ Standard 1 / Standard 2 in measurements; random search in brackets):
   - as IterML's model (40 seeds; the default gives W6600 302 / 933 on them): alone, with mean
     picks, W6600 407 / 686 and pnpoly 40 / 231; averaged with the forest, 400 / 712 and
     37 / 171.
+  - "kicks" (iterated local search): one pick per batch, in place of a Thompson pick, changes
+    two (or three) parameters of one of the best 5 measured to random values: pnpoly 41 / 106,
+    41 / 134, 38 / 134 on seed sets 0, 1, 2 (the default 40 / 133, 42 / 143, 40 / 151), but
+    W6600 561 / 942 (three parameters: pnpoly 36 / 111, W6600 580 / 961).
   Each trades one of W6600's Standard 1 and pnpoly's Standard 2 for the other: both are a
   plateau (0.84 and 0.87) beside a region that needs several parameters changed at once
   (pnpoly: tile 18-20 with use_method 0, from the plateau's tile 12 with use_method 2).
