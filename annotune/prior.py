@@ -20,14 +20,13 @@ import numpy as np
 from annotune import __version__
 from annotune import transfer as tr
 from annotune.annotate import Problem, problem_space
+from annotune.annotate.problem import Number
 from annotune.db import Database, Measurement, Study, StudyKey, default_db_path
 from annotune.device_features import FEATURE_NAMES, DeviceFeatures, features_for, lookup
 from annotune.diagnostics import AnnotuneError
 from annotune.emit import PREDICTED, render_header, tuned_header_path, write_if_changed
 from annotune.run.replay import load_replay
 from annotune.strategies import Candidates, TaskData
-
-Number = int | float
 
 TRANSFER_STRATEGIES = ("iterml", "transfer")
 """The strategies that `tune` warm-starts from other GPUs' results (others run as asked)."""

@@ -25,6 +25,7 @@ import numpy as np
 from annotune import __version__
 from annotune.annotate import Problem, problem_space
 from annotune.annotate.kernel import KernelSpec
+from annotune.annotate.problem import Number
 from annotune.build import Builder, BuildResult, CompilerCommand
 from annotune.db import Database, Measurement, Study, StudyKey, config_key, default_db_path
 from annotune.device_features import features_for
@@ -44,8 +45,6 @@ from annotune.strategies import (
     create,
     run_search,
 )
-
-Number = int | float
 
 
 @dataclass(frozen=True)
