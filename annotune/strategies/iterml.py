@@ -131,7 +131,8 @@ Standard 1 / Standard 2 in measurements; random search in brackets):
   - "kicks" (iterated local search): one pick per batch, in place of a Thompson pick, changes
     two (or three) parameters of one of the best 5 measured to random values: pnpoly 41 / 106,
     41 / 134, 38 / 134 on seed sets 0, 1, 2 (the default 40 / 133, 42 / 143, 40 / 151), but
-    W6600 561 / 942 (three parameters: pnpoly 36 / 111, W6600 580 / 961).
+    W6600 561 / 942 (three parameters: pnpoly 36 / 111, W6600 580 / 961); with boosted-tree
+    climbs in place of the other Thompson picks, pnpoly 41 / 152 and 37 / 105 (seed sets 0, 1).
   Each trades one of W6600's Standard 1 and pnpoly's Standard 2 for the other: both are a
   plateau (0.84 and 0.87) beside a region that needs several parameters changed at once
   (pnpoly: tile 18-20 with use_method 0, from the plateau's tile 12 with use_method 2).
