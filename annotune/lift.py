@@ -24,11 +24,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from annotune.annotate import read_problem
+from annotune.annotate import read_problem_and_source
 from annotune.annotate.collect import is_annotation
-from annotune.annotate.config import find_config, load_file_config
-from annotune.annotate.frontend import Directive, ParsedSource, SourceFile, Token, parse_source
-from annotune.annotate.problem import Problem, TunableParam
+from annotune.annotate.frontend import Directive, SourceFile, Token
+from annotune.annotate.problem import TunableParam
 from annotune.diagnostics import AnnotuneError, Location
 from annotune.files import replace_atomically
 
@@ -115,7 +114,7 @@ def plan_lift(source: Path, *, config_path: Path | None = None) -> LiftPlan:
 
     Raises AnnotuneError, located, for every mistake in the annotations (as `scan` does).
     """
-    problem, parsed = _read(source, config_path)
+    problem, parsed = read_problem_and_source(source, config_path=config_path)
     edits: dict[str, list[_Edit]] = {f.path: [] for f in parsed.files}
     lifted: list[Lifted] = []
     pragmas: dict[tuple[str, int], list[TunableParam]] = {}
@@ -173,22 +172,6 @@ def write_lift(plan: LiftPlan) -> list[str]:
                 f"cannot write file: {error.strerror}", Location(file.path, 1, 1)
             ) from None
     return [file.path for file in changed]
-
-
-# --- reading ----------------------------------------------------------------------------------
-
-
-def _read(source: Path, config_path: Path | None) -> tuple[Problem, ParsedSource]:
-    """The checked Problem, and the tokens and directives of the same files to edit."""
-    problem = read_problem(source, config_path=config_path)
-    config_file = config_path or find_config(source)
-    config = load_file_config(config_file, source) if config_file is not None else None
-    parsed = parse_source(
-        source,
-        include_dirs=list(config.include_dirs) if config else [],
-        defines=list(config.defines) if config else [],
-    )
-    return problem, parsed
 
 
 def _directive_at(file: SourceFile, offset: int) -> Directive:

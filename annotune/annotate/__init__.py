@@ -7,7 +7,7 @@ from pathlib import Path
 
 from annotune.annotate.collect import collect
 from annotune.annotate.config import FileConfig, find_config, load_file_config
-from annotune.annotate.frontend import check_readable, parse_source
+from annotune.annotate.frontend import ParsedSource, check_readable, parse_source
 from annotune.annotate.kernel import kernel_specs
 from annotune.annotate.problem import ConstraintDecl, Problem, TunableParam, Use
 from annotune.diagnostics import AnnotuneError, Location
@@ -19,6 +19,7 @@ __all__ = [
     "TunableParam",
     "Use",
     "read_problem",
+    "read_problem_and_source",
     "problem_space",
 ]
 
@@ -29,6 +30,13 @@ def read_problem(source: Path, *, config_path: Path | None = None) -> Problem:
     Without `config_path`, the nearest annotune.toml or [tool.annotune] above the source is used.
     Raises AnnotuneError, located, for every mistake.
     """
+    return read_problem_and_source(source, config_path=config_path)[0]
+
+
+def read_problem_and_source(
+    source: Path, *, config_path: Path | None = None
+) -> tuple[Problem, ParsedSource]:
+    """`read_problem`, and the parsed files it came from, for tools that edit them (`lift`)."""
     check_readable(source)
     config = _file_config(source, config_path)
     include_dirs = list(config.include_dirs) if config else []
@@ -43,7 +51,7 @@ def read_problem(source: Path, *, config_path: Path | None = None) -> Problem:
     kernels = kernel_specs(
         parsed, [p.name for p in problem.params], include_dirs=include_dirs, defines=defines
     )
-    return dataclasses.replace(problem, kernels=kernels) if kernels else problem
+    return (dataclasses.replace(problem, kernels=kernels) if kernels else problem), parsed
 
 
 def _file_config(source: Path, config_path: Path | None) -> FileConfig | None:
