@@ -33,17 +33,19 @@ budget (runs reaching 0.95 in brackets when not all):
 
 | dataset | iterml | dual annealing | genetic | pso |
 |---|---|---|---|---|
-| pnpoly RTX 3090 | 40 / 133 | 40 / 160 | 54 / - (93) | 52 / 97 |
-| convolution A4000 | 74 / 248 | 141 / - (79) | 181 / - (78) | 98 / 329 (97) |
-| convolution MI250X | 82 / 207 | 89 / - (91) | 93 / 211 (99) | 103 / 375 |
-| convolution RTX 3090 | 54 / 106 | 124 / - (92) | 103 / 193 (99) | 96 / 206 (96) |
-| gemm RTX 3090 | 108 / 222 | 167 / - (53) | 192 / 340 | 203 / - (89) |
-| convolution A100 | 155 / 304 | - / - (12) | 174 / - (73) | 404 / - (83) |
-| convolution W6600 | 511 / 915 | 225 / - (69) | - / - (27) | 220 / - (70) |
+| pnpoly RTX 3090 | 40 / 151 | 40 / 160 | 54 / - (93) | 52 / 97 |
+| convolution A4000 | 71 / 241 | 141 / - (79) | 181 / - (78) | 98 / 329 (97) |
+| convolution MI250X | 77 / 176 | 89 / - (91) | 93 / 211 (99) | 103 / 375 |
+| convolution RTX 3090 | 54 / 125 | 124 / - (92) | 103 / 193 (99) | 96 / 206 (96) |
+| gemm RTX 3090 | 84 / 181 | 167 / - (53) | 192 / 340 | 203 / - (89) |
+| convolution A100 | 164 / 313 | - / - (12) | 174 / - (73) | 404 / - (83) |
+| convolution W6600 | 342 / 822 | 225 / - (69) | - / - (27) | 220 / - (70) |
 
-IterML has the best Standard 2 everywhere but pnpoly, where PSO's 97 beats its 133; dual
-annealing and PSO have the better Standard 1 on W6600, where a third of their runs never
-get there.
+The iterml column is the default since the boosted-tree climbs share its batches (the same
+runs as `benchmarks/replay_table.py --strategy iterml --repeats 100`; before them: 40 / 133,
+74 / 248, 82 / 207, 54 / 106, 108 / 222, 155 / 304, 511 / 915). IterML has the best Standard 2
+everywhere but pnpoly, where PSO's 97 beats its 151; dual annealing and PSO have the better
+Standard 1 on W6600 (225, 220 against 342), where a third of their runs never get there.
 """
 
 from __future__ import annotations

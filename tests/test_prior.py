@@ -82,9 +82,7 @@ def test_unknown_target_features_mean_no_transfer(problem, tmp_path):
     with Database(tmp_path / "r.db") as db:
         record(db, problem, A100, [(7, 1), (2, 2)])
         key = StudyKey.for_problem(problem, device="Prototype GPU X", build={})
-        prior = gather_prior(
-            candidates_of(problem), key, None, db=db, rng=np.random.default_rng(0)
-        )
+        prior = gather_prior(candidates_of(problem), key, None, db=db, rng=np.random.default_rng(0))
     assert prior.tasks == () and "iterml alone" in prior.warnings[0]
 
 

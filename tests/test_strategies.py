@@ -243,3 +243,33 @@ def test_iterml_batches_are_small_until_early_until_then_pick():
         on_batch=record,
     )
     assert sizes == [20, 20, 20]  # the paper's constant pick
+
+
+def test_iterml_climbs_take_every_other_batch_after_climb_after():
+    candidates, times = bowl()
+    for every, expected in ((2, 3), (0, 0)):
+        strategy = IterML(initial=20, pick=10, early_pick=0, climb_after=40, climb_every=every)
+        outcome = run_search(
+            strategy,
+            candidates,
+            replay(times),
+            budget=Budget(evaluations=100),
+            rng=np.random.default_rng(0),
+        )
+        # Batches after 40 measured: forest, climbs, forest, climbs, forest, climbs.
+        assert strategy.progress()["climbs"] == expected
+        indices = [r.index for r in outcome.results]
+        assert len(indices) == 100 == len(set(indices))
+    with pytest.raises(ValueError):
+        IterML(climb_every=-1)
+
+
+def test_iterml_with_climbs_every_batch_exhausts_a_small_space_once_each():
+    candidates, times = bowl(6, 5, 2)
+    strategy = IterML(initial=10, climb_after=0, climb_every=1)
+    outcome = run_search(
+        strategy, candidates, replay(times), budget=Budget(), rng=np.random.default_rng(3)
+    )
+    assert outcome.stopped_by == "exhausted"
+    assert sorted(r.index for r in outcome.results) == list(range(len(candidates)))
+    assert strategy.progress()["climbs"] > 0

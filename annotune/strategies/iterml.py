@@ -31,6 +31,12 @@ prediction) and changes what the replay measurements said to change:
     each pick, over the whole unmeasured space: the trees disagree where data is scarce,
     which spreads the picks over every region that might hold the optimum.
   - the rest: random picks inside the pool, the paper's move, which keeps the model honest.
+* Once 50 configurations are measured (`climb_after`), every other batch (`climb_every`) is
+  chosen by a second model instead: hill climbs on boosted trees from random starts and from
+  the best (the `predictive` strategy, told every result). All the forest's moves start from
+  what it ranks best, so they wait on a plateau when the better region needs several
+  parameters changed at once; the climbs' model is biased differently and their random starts
+  end elsewhere. Each model learns from the other's measurements.
 * Invalid configurations (failed compile, crash, wrong output) are learned as a bad time,
   `invalid_factor` times the worst valid time so far, so the model steers away from their
   region; the driver never reports them as best.
@@ -136,6 +142,24 @@ Standard 1 / Standard 2 in measurements; random search in brackets):
   Each trades one of W6600's Standard 1 and pnpoly's Standard 2 for the other: both are a
   plateau (0.84 and 0.87) beside a region that needs several parameters changed at once
   (pnpoly: tile 18-20 with use_method 0, from the plateau's tile 12 with use_method 2).
+* the climbs sharing the batches (`climb_every` 2, `climb_after` 50), adopted. 100 seeds,
+  before / after (`benchmarks/replay_table.py --strategy iterml --repeats 100`): W6600
+  511 / 915 -> 342 / 822, gemm 108 / 222 -> 84 / 181, MI250X 82 / 207 -> 77 / 176, A4000
+  74 / 248 -> 71 / 241, convolution 3090 54 / 106 -> 54 / 125, A100 155 / 304 -> 164 / 313,
+  pnpoly 40 / 133 -> 40 / 151. More seeds, to see past the 5th percentile's noise: pnpoly
+  (500 seeds) 41 / 171 -> 41 / 152; W6600 (200-300 seeds) 520 / 896 -> 346 / 785.
+  - From the first model batch (`climb_after` 0): W6600 325 / 766, gemm 82 / 163, A4000
+    81 / 201, A100 135 / 353, but pnpoly 42 / 149 and on 500 seeds 51 / 155: on pnpoly the
+    forest's early moves find the optimum in half the runs by 41, and climbs that early slow
+    them. From 100: pnpoly 41 / 171 (500 seeds), no change.
+  - Random picks (the first batch and the pool's share) chosen greedily among 256 random
+    candidates to cover (value, value) pairs of two parameters not measured yet, a pairwise
+    covering design: pnpoly (500 seeds) 37 / 110, 37 / 116 with the climbs, but W6600 (200-300
+    seeds) 622 / 901 without them, 382 / 758 with them; for the first batch only, pnpoly
+    38 / 132 and W6600 601 / 901. The spread picks find pnpoly's tile 18-20 with use_method 0
+    early; on W6600 they delay the runs that found the needle early (first quartile 122 ->
+    315-328). Only in the pool's share once 50 are measured, with the climbs: pnpoly 41 / 136
+    (500 seeds), W6600 363 / 802 (200 seeds).
 """
 
 from __future__ import annotations
@@ -148,6 +172,7 @@ from sklearn.base import BaseEstimator
 
 from annotune.models import Surrogate, encode_features
 from annotune.strategies.base import Candidates, Result, Strategy
+from annotune.strategies.predictive import PredictiveStrategy
 
 
 class IterML(Strategy):
@@ -181,6 +206,10 @@ class IterML(Strategy):
     paper: the plain Algorithm 1: irreversible pruning, purely random picks, raw time targets,
         20 picks and cut 0.5 unless given (overrides `local`, `exploit`, `log_target`).
     n_jobs: threads for the model (1 when many searches already run in parallel).
+    climb_every: once `climb_after` configurations are measured, every `climb_every`-th batch
+        is chosen by hill climbs on boosted trees (the `predictive` strategy, told every
+        result) instead of the forest (0: never).
+    climb_after: measurements before the climbs take their share.
     extra_features: optional (n, k) array, one row per candidate of the search to come,
         appended to the model inputs: knowledge from outside the search, e.g. the `transfer`
         strategy's prediction from other GPUs, which the forest can split on from the start.
@@ -208,6 +237,8 @@ class IterML(Strategy):
         n_jobs: int = 1,
         early_pick: int = 5,
         early_until: int = 50,
+        climb_every: int = 2,
+        climb_after: int = 50,
         extra_features: np.ndarray | None = None,
     ) -> None:
         if pick <= 0:
@@ -222,6 +253,8 @@ class IterML(Strategy):
             raise ValueError("moves_per_centre must be >= 1")
         if early_pick < 0 or early_until < 0:
             raise ValueError("early_pick and early_until must be >= 0")
+        if climb_every < 0 or climb_after < 0:
+            raise ValueError("climb_every and climb_after must be >= 0")
         if initial is not None and initial < 1:
             raise ValueError("initial must be >= 1")
         if acquisition not in ("thompson", "mean"):
@@ -245,6 +278,8 @@ class IterML(Strategy):
         self.n_jobs = n_jobs
         self.early_pick = 0 if paper else early_pick
         self.early_until = early_until
+        self.climb_every = 0 if paper else climb_every
+        self.climb_after = climb_after
         self.extra_features = extra_features
         if paper:
             self.name = "iterml-paper"
@@ -273,6 +308,12 @@ class IterML(Strategy):
         self._surrogate = Surrogate(self.model, n_jobs=self.n_jobs)
         self._pick = max(1, round(self.pick * n)) if self.pick < 1 else int(self.pick)
         self._initial = self.initial if self.initial is not None else self._pick
+        self._batches_after_climb_start = 0
+        self._climb_batches = 0
+        self._climber: PredictiveStrategy | None = None
+        if self.climb_every and n:
+            self._climber = PredictiveStrategy(initial=0, n_jobs=self.n_jobs)
+            self._climber.start(candidates, rng)
 
     def ask(self, max_count: int) -> list[int]:
         alive = np.flatnonzero(self._alive)
@@ -285,13 +326,19 @@ class IterML(Strategy):
             size = self._pick
             if self.early_pick and len(self._told) < self.early_until:
                 size = self.early_pick
-            chosen = self._model_guided(alive, min(size, max_count))
+            chosen = self._climbed(min(size, max_count))
+            if chosen.size == 0:
+                chosen = self._model_guided(alive, min(size, max_count))
+        if self._climber is not None:
+            self._climber.exclude(chosen)
         self._iteration += 1
         self._asked += len(chosen)
         self._alive[chosen] = False
         return [int(i) for i in chosen]
 
     def tell(self, results: Sequence[Result]) -> None:
+        if self._climber is not None:
+            self._climber.tell(results)
         improved = False
         for result in results:
             self._alive[result.index] = False
@@ -309,9 +356,30 @@ class IterML(Strategy):
             "iteration": self._iteration,
             "measured": len(self._told),
             "alive": int(self._alive.sum()),
+            "climbs": self._climb_batches,
         }
 
     # -- internals --------------------------------------------------------------------------
+
+    def _climbed(self, count: int) -> np.ndarray:
+        """The climbs' batch when it is their turn, else nothing.
+
+        The forest's moves (one-parameter steps, Thompson picks inside a pool ranked by one
+        model) wait on a plateau when the better region needs several parameters changed at
+        once. Climbs on a second, differently biased model from random starts end in other
+        places: on convolution W6600 the `predictive` strategy alone reaches Standard 1 in 263
+        measurements where the forest needs 511. Sharing the batches, each model learns from
+        the other's measurements.
+        """
+        if self._climber is None or len(self._told) < self.climb_after:
+            return np.zeros(0, dtype=np.intp)
+        self._batches_after_climb_start += 1
+        if self._batches_after_climb_start % self.climb_every:
+            return np.zeros(0, dtype=np.intp)
+        chosen = np.asarray(self._climber.ask(count), dtype=np.intp)
+        chosen = chosen[self._alive[chosen]]
+        self._climb_batches += bool(chosen.size)
+        return chosen
 
     def _targets(self) -> np.ndarray:
         """Training targets: (log) times, invalid ones imputed as a bad time."""

@@ -333,6 +333,10 @@ class PredictiveStrategy(Strategy):
     def progress(self) -> dict[str, float]:
         return {"iteration": self._iteration, "measured": len(self._told)}
 
+    def exclude(self, rows: Sequence[int] | np.ndarray) -> None:
+        """Never propose `rows`: another strategy sharing this search has chosen them."""
+        self._asked[np.asarray(rows, dtype=np.intp)] = True
+
     # -- internals --------------------------------------------------------------------------
 
     def _model_rows(self, values: np.ndarray) -> np.ndarray:

@@ -132,7 +132,9 @@ class Transfer(Strategy):
         ranked = np.lexsort((rng.random(scores.size), -scores))
         self._lead = [int(i) for i in ranked[: self.lead]]
         self.sources_ = tuple(s.name for s in sources)
-        options = {"initial": self.initial_after_lead, **self.iterml_options}
+        # The climbs' boosted trees see only the target's parameters, not the prediction from
+        # the sources, so with sources they would spend half the batches without it.
+        options = {"initial": self.initial_after_lead, "climb_every": 0, **self.iterml_options}
         if self.prior_feature:
             options["extra_features"] = scores[:, None]
         self._inner = IterML(**options)

@@ -217,3 +217,18 @@ def test_prior_problem_sizes_guide_the_first_picks_on_a_new_size():
         # Random picks average 0.07 of the optimum; the model's picks sit near x = 5..7.
         assert normalized[first].mean() > 3 * normalized.mean()
         assert normalized[first].max() >= 0.5
+
+
+def test_excluded_rows_are_never_proposed():
+    """Rows another strategy sharing the search chose (IterML's own batches) stay out."""
+    candidates = grid(6, 6)
+    times = 1.0 + np.arange(len(candidates), dtype=float)
+    strategy = PredictiveStrategy(initial=4, batch=5)
+    strategy.start(candidates, np.random.default_rng(0))
+    excluded = np.arange(0, len(candidates), 2)
+    strategy.exclude(excluded)
+    proposed: list[int] = []
+    while batch := strategy.ask(5):
+        proposed += batch
+        strategy.tell([Result(i, float(times[i])) for i in batch])
+    assert sorted(proposed) == list(range(1, len(candidates), 2))
