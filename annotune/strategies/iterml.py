@@ -204,7 +204,8 @@ class IterML(Strategy):
     invalid_factor: an invalid configuration is learned as this multiple of the worst valid
         time seen so far.
     paper: the plain Algorithm 1: irreversible pruning, purely random picks, raw time targets,
-        20 picks and cut 0.5 unless given (overrides `local`, `exploit`, `log_target`).
+        20 picks and cut 0.5 unless given (overrides `local`, `exploit`, `log_target`,
+        `climb_every`).
     n_jobs: threads for the model (1 when many searches already run in parallel).
     climb_every: once `climb_after` configurations are measured, every `climb_every`-th batch
         is chosen by hill climbs on boosted trees (the `predictive` strategy, told every
@@ -368,7 +369,7 @@ class IterML(Strategy):
         model) wait on a plateau when the better region needs several parameters changed at
         once. Climbs on a second, differently biased model from random starts end in other
         places: on convolution W6600 the `predictive` strategy alone reaches Standard 1 in 263
-        measurements where the forest needs 511. Sharing the batches, each model learns from
+        measurements where the forest alone needed 511. Sharing the batches, each model learns from
         the other's measurements.
         """
         if self._climber is None or len(self._told) < self.climb_after:
