@@ -159,7 +159,9 @@ Standard 1 / Standard 2 in measurements; random search in brackets):
     38 / 132 and W6600 601 / 901. The spread picks find pnpoly's tile 18-20 with use_method 0
     early; on W6600 they delay the runs that found the needle early (first quartile 122 ->
     315-328). Only in the pool's share once 50 are measured, with the climbs: pnpoly 41 / 136
-    (500 seeds), W6600 363 / 802 (200 seeds).
+    (500 seeds), W6600 363 / 802 (200 seeds). Covering only pairs of parameters with at most
+    12 values (not W6600's 16 or pnpoly's 31 block sizes), with the climbs: pnpoly 38 / 99,
+    W6600 441 / 805 (first decile 36 -> 103).
 """
 
 from __future__ import annotations
