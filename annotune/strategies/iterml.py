@@ -161,7 +161,9 @@ Standard 1 / Standard 2 in measurements; random search in brackets):
     315-328). Only in the pool's share once 50 are measured, with the climbs: pnpoly 41 / 136
     (500 seeds), W6600 363 / 802 (200 seeds). Covering only pairs of parameters with at most
     12 values (not W6600's 16 or pnpoly's 31 block sizes), with the climbs: pnpoly 38 / 99,
-    W6600 441 / 805 (first decile 36 -> 103).
+    W6600 441 / 805 (first decile 36 -> 103). The same only after 3 batches without
+    progress: pnpoly 41 / 151, W6600 343 / 762, no better than without it; pnpoly's gain comes
+    from covering pairs early, which is what W6600 loses by.
 """
 
 from __future__ import annotations
