@@ -73,6 +73,24 @@ def test_the_first_batch_is_what_the_transferred_model_ranks_best():
     assert strategy.progress()["sources"] == 2
 
 
+def test_with_sources_the_boosted_tree_climbs_stay_off_unless_asked_for():
+    def climbs(**options) -> float:
+        strategy = create("transfer", prior=PRIOR, task_features=(8.0,), **options)
+        run_search(
+            strategy,
+            CANDIDATES,
+            measure,
+            budget=Budget(evaluations=60),
+            rng=np.random.default_rng(0),
+            batch_size=7,
+        )
+        return strategy.progress()["climbs"]
+
+    # Their trees would not see the sources' prediction, which the forest splits on.
+    assert climbs() == 0
+    assert climbs(climb_every=1, climb_after=20) > 0
+
+
 def test_bad_options_are_rejected_when_created():
     with pytest.raises(ValueError, match="has 2 features, the target 1"):
         create(
