@@ -19,7 +19,8 @@ select_features`, CV-DFS), as `annotune tune`, `annotune predict` and `annotune 
 --transfer` do; all columns is the paper's full-set baseline.
 
 Measured (`annotune bench --transfer`, leave one GPU out of the shared replay data, 100
-seeds, Standard 1 / Standard 2 in measurements, IterML from scratch in brackets): convolution
+seeds, Standard 1 / Standard 2 in measurements, IterML from scratch in brackets, before the
+boosted-tree climbs joined its default): convolution
 A4000 1 / 1 (74 / 248), MI250X 1 / 1 (82 / 207), W6600 1 / 1 (511 / 915), dedispersion A100
 1 / 1 (2 / > 6), A4000 1 / 1 (6 / 19): the lead's first configuration is already within 5%
 of the target's optimum. Convolution A100 263 / 386 (155 / 304) is the case it loses: the
@@ -132,8 +133,8 @@ class Transfer(Strategy):
         ranked = np.lexsort((rng.random(scores.size), -scores))
         self._lead = [int(i) for i in ranked[: self.lead]]
         self.sources_ = tuple(s.name for s in sources)
-        # The climbs' boosted trees see only the target's parameters, not the prediction from
-        # the sources, so with sources they would spend half the batches without it.
+        # Off with sources: the climbs' boosted trees would not see the sources' prediction
+        # (`extra_features`), and the defaults below were measured without the climbs.
         options = {"initial": self.initial_after_lead, "climb_every": 0, **self.iterml_options}
         if self.prior_feature:
             options["extra_features"] = scores[:, None]
