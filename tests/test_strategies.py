@@ -18,6 +18,8 @@ from annotune.strategies import (
     create,
     run_search,
 )
+from annotune.strategies import iterml as iterml_module
+from annotune.strategies.predictive import PredictiveStrategy
 
 
 def bowl(n_x: int = 24, n_y: int = 24, n_z: int = 8) -> tuple[Candidates, np.ndarray]:
@@ -262,6 +264,33 @@ def test_iterml_climbs_take_every_other_batch_after_climb_after():
         assert len(indices) == 100 == len(set(indices))
     with pytest.raises(ValueError):
         IterML(climb_every=-1)
+
+
+def test_iterml_starts_the_climbs_at_their_first_turn_with_every_result_so_far(monkeypatch):
+    climbers: list[PredictiveStrategy] = []
+
+    class RecordedClimber(PredictiveStrategy):
+        def start(self, candidates, rng):
+            climbers.append(self)
+            super().start(candidates, rng)
+
+    monkeypatch.setattr(iterml_module, "PredictiveStrategy", RecordedClimber)
+    candidates, times = bowl()
+    for budget, started in ((40, 0), (100, 1)):
+        climbers.clear()
+        strategy = IterML(initial=20, pick=10, early_pick=0, climb_after=50)
+        outcome = run_search(
+            strategy,
+            candidates,
+            replay(times),
+            budget=Budget(evaluations=budget),
+            rng=np.random.default_rng(0),
+        )
+        # A search that ends before `climb_after` never pays for the climbs' neighbour table.
+        assert len(climbers) == started
+    # Created after 50 measured, the climber was still told all 100 results.
+    assert climbers[0].progress()["measured"] == len(outcome.results) == 100
+    assert strategy.progress()["climbs"] == 2  # batches from 50: forest, climbs, ... forest
 
 
 def test_iterml_with_climbs_every_batch_exhausts_a_small_space_once_each():

@@ -315,10 +315,8 @@ class IterML(Strategy):
         self._initial = self.initial if self.initial is not None else self._pick
         self._batches_after_climb_start = 0
         self._climb_batches = 0
-        self._climber: PredictiveStrategy | None = None
-        if self.climb_every and n:
-            self._climber = PredictiveStrategy(initial=0, n_jobs=self.n_jobs)
-            self._climber.start(candidates, rng)
+        self._candidates = candidates
+        self._climber: PredictiveStrategy | None = None  # created at its first turn
 
     def ask(self, max_count: int) -> list[int]:
         alive = np.flatnonzero(self._alive)
@@ -376,15 +374,34 @@ class IterML(Strategy):
         measurements where the forest alone needed 511. Sharing the batches, each model learns from
         the other's measurements.
         """
-        if self._climber is None or len(self._told) < self.climb_after:
+        if not self.climb_every or len(self._told) < self.climb_after:
             return np.zeros(0, dtype=np.intp)
         self._batches_after_climb_start += 1
         if self._batches_after_climb_start % self.climb_every:
             return np.zeros(0, dtype=np.intp)
+        if self._climber is None:
+            self._climber = self._start_climber()
         chosen = np.asarray(self._climber.ask(count), dtype=np.intp)
         chosen = chosen[self._alive[chosen]]
         self._climb_batches += bool(chosen.size)
         return chosen
+
+    def _start_climber(self) -> PredictiveStrategy:
+        """The climbs' strategy, told everything measured so far.
+
+        Created late because its neighbour table costs about 2 s on 10^6 configurations,
+        wasted on a search that stops before `climb_after` measurements.
+        """
+        climber = PredictiveStrategy(initial=0, n_jobs=self.n_jobs)
+        climber.start(self._candidates, self._rng)
+        climber.tell(
+            [
+                Result(row, None if math.isnan(time) else time)
+                for row, time in zip(self._told, self._times, strict=True)
+            ]
+        )
+        climber.exclude(np.flatnonzero(~self._alive))  # asked, results still to come
+        return climber
 
     def _targets(self) -> np.ndarray:
         """Training targets: (log) times, invalid ones imputed as a bad time."""
