@@ -164,6 +164,23 @@ Standard 1 / Standard 2 in measurements; random search in brackets):
     W6600 441 / 805 (first decile 36 -> 103). The same only after 3 batches without
     progress: pnpoly 41 / 151, W6600 343 / 762, no better than without it; pnpoly's gain comes
     from covering pairs early, which is what W6600 loses by.
+* tried with the climbs, not adopted (pnpoly 500 seeds, the default 41 / 152; 200 seeds
+  elsewhere, the default W6600 346 / 785, gemm 84 / 181, A4000 73 / 224, MI250X 80 / 168).
+  pnpoly's slowest runs fail in two ways: they sit on the 0.87 plateau (tile 12, use_method 2)
+  with one or no measurement of use_method 0 at tile 16-20 among their first 100; or they
+  reach 0.93-0.949 with between_method 2 or 3, and the model, which has seen between_method 0
+  do badly with use_method 0 at large block sizes, moves that parameter to 3 or 2 for 30
+  measurements before it tries 0.
+  - every one-parameter neighbour of the best measured along parameters of at most 4 values,
+    before the other local moves: pnpoly 32 / 154, gemm 82 / 172, MI250X 74 / 147, but W6600
+    421 / 825, A4000 96 / 223;
+  - parameters of at most 4 (or 3) values moved around a centre until each value is measured
+    there: pnpoly 38 / 181 (40 / 169);
+  - kicks (two parameters of one of the best 5 changed to random values) in place of a
+    Thompson pick: pnpoly 41 / 147 (200 seeds; 41 / 137 on 500), W6600 388 / 761; in place of
+    a random pick: pnpoly 42 / 159 (300 seeds), W6600 403 / 783 (300 seeds);
+  - each line (a parameter and the values of all the others) expanded once, whichever of its
+    configurations is the centre: pnpoly 42 / 161.
 """
 
 from __future__ import annotations
