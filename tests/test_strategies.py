@@ -247,10 +247,10 @@ def test_iterml_batches_are_small_until_early_until_then_pick():
     assert sizes == [20, 20, 20]  # the paper's constant pick
 
 
-def test_iterml_climbs_take_every_other_batch_after_climb_after():
+def test_iterml_climbs_take_their_share_of_the_batches_after_climb_after():
     candidates, times = bowl()
-    for every, expected in ((2, 3), (0, 0)):
-        strategy = IterML(initial=20, pick=10, early_pick=0, climb_after=40, climb_every=every)
+    for share, expected in ((0.5, 3), (2 / 3, 4), (1, 6), (0, 0)):
+        strategy = IterML(initial=20, pick=10, early_pick=0, climb_after=40, climb_share=share)
         outcome = run_search(
             strategy,
             candidates,
@@ -258,12 +258,13 @@ def test_iterml_climbs_take_every_other_batch_after_climb_after():
             budget=Budget(evaluations=100),
             rng=np.random.default_rng(0),
         )
-        # Batches after 40 measured: forest, climbs, forest, climbs, forest, climbs.
+        # Six batches after 40 measured; a share of 1/2: forest, climbs, forest, climbs, ...;
+        # of 2/3: forest, climbs, climbs, forest, climbs, climbs.
         assert strategy.progress()["climbs"] == expected
         indices = [r.index for r in outcome.results]
         assert len(indices) == 100 == len(set(indices))
     with pytest.raises(ValueError):
-        IterML(climb_every=-1)
+        IterML(climb_share=1.5)
 
 
 def test_iterml_starts_the_climbs_at_their_first_turn_with_every_result_so_far(monkeypatch):
@@ -290,12 +291,12 @@ def test_iterml_starts_the_climbs_at_their_first_turn_with_every_result_so_far(m
         assert len(climbers) == started
     # Created after 50 measured, the climber was still told all 100 results.
     assert climbers[0].progress()["measured"] == len(outcome.results) == 100
-    assert strategy.progress()["climbs"] == 2  # batches from 50: forest, climbs, ... forest
+    assert strategy.progress()["climbs"] == 3  # batches from 50: forest, climbs, climbs, ...
 
 
 def test_iterml_with_climbs_every_batch_exhausts_a_small_space_once_each():
     candidates, times = bowl(6, 5, 2)
-    strategy = IterML(initial=10, climb_after=0, climb_every=1)
+    strategy = IterML(initial=10, climb_after=0, climb_share=1)
     outcome = run_search(
         strategy, candidates, replay(times), budget=Budget(), rng=np.random.default_rng(3)
     )

@@ -31,12 +31,18 @@ prediction) and changes what the replay measurements said to change:
     each pick, over the whole unmeasured space: the trees disagree where data is scarce,
     which spreads the picks over every region that might hold the optimum.
   - the rest: random picks inside the pool, the paper's move, which keeps the model honest.
-* Once 50 configurations are measured (`climb_after`), every other batch (`climb_every`) is
-  chosen by a second model instead: hill climbs on boosted trees from random starts and from
-  the best (the `predictive` strategy, told every result). All the forest's moves start from
-  what it ranks best, so they wait on a plateau when the better region needs several
-  parameters changed at once; the climbs' model is biased differently and their random starts
-  end elsewhere. Each model learns from the other's measurements.
+* Once 50 configurations are measured (`climb_after`), two batches of every three
+  (`climb_share`) are chosen by a second model instead: hill climbs on boosted trees from
+  random starts and from the best (the `predictive` strategy, told every result). All the
+  forest's moves start from what it ranks best, so they wait on a plateau when the better
+  region needs several parameters changed at once; the climbs' model is biased differently
+  and their random starts end elsewhere. Each model learns from the other's measurements.
+* The random picks (the first batch and the pool's share) are not uniform: each covers the
+  most (value, value) pairs of two parameters not measured yet, among 256 random candidates
+  (`annotune.strategies.covering`, a greedy pairwise covering design; `cover_values`: only
+  parameters with at most 12 values). What both models miss on a plateau is usually a pair of
+  values (pnpoly: tile size 18-20 with use_method 0); a design that covers pairs measures one
+  early.
 * Invalid configurations (failed compile, crash, wrong output) are learned as a bad time,
   `invalid_factor` times the worst valid time so far, so the model steers away from their
   region; the driver never reports them as best.
@@ -193,6 +199,7 @@ from sklearn.base import BaseEstimator
 
 from annotune.models import Surrogate, encode_features
 from annotune.strategies.base import Candidates, Result, Strategy
+from annotune.strategies.covering import PairCoverage
 from annotune.strategies.predictive import PredictiveStrategy
 
 
@@ -226,12 +233,16 @@ class IterML(Strategy):
         time seen so far.
     paper: the plain Algorithm 1: irreversible pruning, purely random picks, raw time targets,
         20 picks and cut 0.5 unless given (overrides `local`, `exploit`, `log_target`,
-        `climb_every`).
+        `climb_share`, `cover_values`).
     n_jobs: threads for the model (1 when many searches already run in parallel).
-    climb_every: once `climb_after` configurations are measured, every `climb_every`-th batch
-        is chosen by hill climbs on boosted trees (the `predictive` strategy, told every
-        result) instead of the forest (0: never).
+    climb_share: once `climb_after` configurations are measured, this fraction of the batches
+        (evenly interleaved; 2/3: forest, climbs, climbs, forest, ...) is chosen by hill
+        climbs on boosted trees (the `predictive` strategy, told every result) instead of the
+        forest (0: never).
     climb_after: measurements before the climbs take their share.
+    cover_values: the random picks (the first batch and the pool's share) cover value pairs
+        of two parameters not measured yet (`annotune.strategies.covering`), over the
+        parameters with at most this many values (0: uniform random picks).
     extra_features: optional (n, k) array, one row per candidate of the search to come,
         appended to the model inputs: knowledge from outside the search, e.g. the `transfer`
         strategy's prediction from other GPUs, which the forest can split on from the start.
@@ -259,8 +270,9 @@ class IterML(Strategy):
         n_jobs: int = 1,
         early_pick: int = 5,
         early_until: int = 50,
-        climb_every: int = 2,
+        climb_share: float = 2 / 3,
         climb_after: int = 50,
+        cover_values: int = 12,
         extra_features: np.ndarray | None = None,
     ) -> None:
         if pick <= 0:
@@ -275,8 +287,10 @@ class IterML(Strategy):
             raise ValueError("moves_per_centre must be >= 1")
         if early_pick < 0 or early_until < 0:
             raise ValueError("early_pick and early_until must be >= 0")
-        if climb_every < 0 or climb_after < 0:
-            raise ValueError("climb_every and climb_after must be >= 0")
+        if not 0.0 <= climb_share <= 1.0 or climb_after < 0:
+            raise ValueError("climb_share must be a fraction in [0, 1] and climb_after >= 0")
+        if cover_values < 0:
+            raise ValueError("cover_values must be >= 0")
         if initial is not None and initial < 1:
             raise ValueError("initial must be >= 1")
         if acquisition not in ("thompson", "mean"):
@@ -300,8 +314,9 @@ class IterML(Strategy):
         self.n_jobs = n_jobs
         self.early_pick = 0 if paper else early_pick
         self.early_until = early_until
-        self.climb_every = 0 if paper else climb_every
+        self.climb_share = 0.0 if paper else float(climb_share)
         self.climb_after = climb_after
+        self.cover_values = 0 if paper else cover_values
         self.extra_features = extra_features
         if paper:
             self.name = "iterml-paper"
@@ -334,6 +349,9 @@ class IterML(Strategy):
         self._climb_batches = 0
         self._candidates = candidates
         self._climber: PredictiveStrategy | None = None  # created at its first turn
+        self._coverage = (
+            PairCoverage(candidates.values, self.cover_values) if self.cover_values and n else None
+        )
 
     def ask(self, max_count: int) -> list[int]:
         alive = np.flatnonzero(self._alive)
@@ -341,7 +359,7 @@ class IterML(Strategy):
             return []
         if self._asked < self._initial or not self._told:
             size = min(self._initial - self._asked, max_count, alive.size)
-            chosen = self._rng.choice(alive, size=max(size, 1), replace=False)
+            chosen = self._random_picks(alive, max(size, 1))
         else:
             size = self._pick
             if self.early_pick and len(self._told) < self.early_until:
@@ -359,6 +377,8 @@ class IterML(Strategy):
     def tell(self, results: Sequence[Result]) -> None:
         if self._climber is not None:
             self._climber.tell(results)
+        if self._coverage is not None:
+            self._coverage.record([result.index for result in results])
         improved = False
         for result in results:
             self._alive[result.index] = False
@@ -391,10 +411,14 @@ class IterML(Strategy):
         measurements where the forest alone needed 511. Sharing the batches, each model learns from
         the other's measurements.
         """
-        if not self.climb_every or len(self._told) < self.climb_after:
+        if not self.climb_share or len(self._told) < self.climb_after:
             return np.zeros(0, dtype=np.intp)
         self._batches_after_climb_start += 1
-        if self._batches_after_climb_start % self.climb_every:
+        turn = self._batches_after_climb_start
+        # Batch `turn` is the climbs' when it completes another whole share (1e-9: 3 * (2/3)).
+        if math.floor(turn * self.climb_share + 1e-9) == math.floor(
+            (turn - 1) * self.climb_share + 1e-9
+        ):
             return np.zeros(0, dtype=np.intp)
         if self._climber is None:
             self._climber = self._start_climber()
@@ -460,8 +484,14 @@ class IterML(Strategy):
         taken[exploit] = True
         rest = pool[~taken[pool]]
         n_random = min(count - local.size - exploit.size, rest.size)
-        explore = self._rng.choice(rest, size=n_random, replace=False)
+        explore = self._random_picks(rest, n_random)
         return np.concatenate([local, exploit, explore])
+
+    def _random_picks(self, rows: np.ndarray, count: int) -> np.ndarray:
+        """`count` of `rows` at random, spread over uncovered value pairs unless turned off."""
+        if self._coverage is None:
+            return self._rng.choice(rows, size=count, replace=False)
+        return self._coverage.spread(rows, count, self._rng)
 
     def _local(self, alive: np.ndarray, score: np.ndarray, count: int) -> np.ndarray:
         """`count` model-chosen unmeasured neighbours of the best measured configurations.

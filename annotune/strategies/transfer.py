@@ -134,8 +134,14 @@ class Transfer(Strategy):
         self._lead = [int(i) for i in ranked[: self.lead]]
         self.sources_ = tuple(s.name for s in sources)
         # Off with sources: the climbs' boosted trees would not see the sources' prediction
-        # (`extra_features`), and the defaults below were measured without the climbs.
-        options = {"initial": self.initial_after_lead, "climb_every": 0, **self.iterml_options}
+        # (`extra_features`), and the defaults below were measured without the climbs or the
+        # pair-covering random picks.
+        options = {
+            "initial": self.initial_after_lead,
+            "climb_share": 0,
+            "cover_values": 0,
+            **self.iterml_options,
+        }
         if self.prior_feature:
             options["extra_features"] = scores[:, None]
         self._inner = IterML(**options)

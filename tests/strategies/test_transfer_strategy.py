@@ -88,7 +88,7 @@ def test_with_sources_the_boosted_tree_climbs_stay_off_unless_asked_for():
 
     # Their trees would not see the sources' prediction, which the forest splits on.
     assert climbs() == 0
-    assert climbs(climb_every=1, climb_after=20) > 0
+    assert climbs(climb_share=1, climb_after=20) > 0
 
 
 def test_bad_options_are_rejected_when_created():
