@@ -148,7 +148,7 @@ Standard 1 / Standard 2 in measurements; random search in brackets):
   Each trades one of W6600's Standard 1 and pnpoly's Standard 2 for the other: both are a
   plateau (0.84 and 0.87) beside a region that needs several parameters changed at once
   (pnpoly: tile 18-20 with use_method 0, from the plateau's tile 12 with use_method 2).
-* the climbs sharing the batches (`climb_every` 2, `climb_after` 50), adopted. 100 seeds,
+* the climbs sharing the batches (every other batch, `climb_after` 50), adopted. 100 seeds,
   before / after (`benchmarks/replay_table.py --strategy iterml --repeats 100`): W6600
   511 / 915 -> 342 / 822, gemm 108 / 222 -> 84 / 181, MI250X 82 / 207 -> 77 / 176, A4000
   74 / 248 -> 71 / 241, convolution 3090 54 / 106 -> 54 / 125, A100 155 / 304 -> 164 / 313,
@@ -187,6 +187,25 @@ Standard 1 / Standard 2 in measurements; random search in brackets):
     a random pick: pnpoly 42 / 159 (300 seeds), W6600 403 / 783 (300 seeds);
   - each line (a parameter and the values of all the others) expanded once, whichever of its
     configurations is the centre: pnpoly 42 / 161.
+* pair-covering random picks (`cover_values` 12) with the climbs taking two batches of every
+  three (`climb_share` 2/3), adopted. 200 seeds each (pnpoly 500), the default before on the
+  same seeds in brackets: pnpoly 38 / 113 (41 / 152), W6600 334 / 781 (346 / 785) and on seed
+  set 1 348 / 828 (372 / 731), gemm 82 / 158 (84 / 181), MI250X 82 / 161 (80 / 168), RTX 3090
+  48 / 105, A4000 94 / 223 (73 / 224), A100 168 / 391 (158 / 341). Each half alone: the pair
+  covering with every other batch climbs, pnpoly 36 / 92 but W6600 441 / 805 (above), A4000
+  101 / 221, A100 170 / 371; two batches of three climbs with uniform random picks, pnpoly
+  42 / 201, W6600 366 / 674, A4000 77 / 211, A100 162 / 363. So the pair covering finds
+  pnpoly's missing pair, and the larger share of climbs wins back the W6600 runs that the
+  spread picks no longer let find the needle by luck. The price is A4000's Standard 1 (73 ->
+  94, against random search's 267) and A100's tail (341 -> 391, against 4,144). 12 values
+  lies between the replay spaces' tile, block-height and method counts (at most 11) and
+  their block widths (16 and 31); the latter's pairs cannot be covered within a few hundred
+  measurements and would crowd out the rest (with them, W6600 382 / 758 and every other
+  batch climbs). Three batches of four climbs: W6600 318 / 743 and 355 / 682 (seed sets 0,
+  1), pnpoly 38 / 113 (500 seeds), A4000 102 / 228, A100 178 / 402; climbs from 30 measured:
+  W6600 335 / 731, pnpoly 36 / 109. Within noise of two of three on W6600 (334 / 781, 348 /
+  828), which moves Standard 1 by 20-30 between sets of 100 seeds (the first 100 of seed set
+  0: 362 / 790).
 """
 
 from __future__ import annotations
