@@ -190,8 +190,9 @@ Standard 1 / Standard 2 in measurements; random search in brackets):
 * pair-covering random picks (`cover_values` 12) with the climbs taking two batches of every
   three (`climb_share` 2/3), adopted. 200 seeds each (pnpoly 500), the default before on the
   same seeds in brackets: pnpoly 38 / 113 (41 / 152), W6600 334 / 781 (346 / 785) and on seed
-  set 1 348 / 828 (372 / 731), gemm 82 / 158 (84 / 181), MI250X 82 / 161 (80 / 168), RTX 3090
-  48 / 105, A4000 94 / 223 (73 / 224), A100 168 / 391 (158 / 341). Each half alone: the pair
+  set 1 348 / 828 (372 / 731) (400 seeds: 345 / 751), gemm 82 / 158 (84 / 181), MI250X
+  82 / 161 (80 / 168), RTX 3090 48 / 105, A4000 94 / 223 (73 / 224), A100 168 / 391
+  (158 / 341). Each half alone: the pair
   covering with every other batch climbs, pnpoly 36 / 92 but W6600 441 / 805 (above), A4000
   101 / 221, A100 170 / 371; two batches of three climbs with uniform random picks, pnpoly
   42 / 201, W6600 366 / 674, A4000 77 / 211, A100 162 / 363. So the pair covering finds
