@@ -34,8 +34,7 @@ class PairCoverage:
                 sizes.append(levels.size)
         self._codes = np.stack(codes, axis=1) if codes else np.zeros((len(values), 0), np.intp)
         pairs = np.asarray(list(combinations(range(len(sizes)), 2)), dtype=np.intp)
-        self._first = pairs[:, 0] if pairs.size else np.zeros(0, np.intp)
-        self._second = pairs[:, 1] if pairs.size else np.zeros(0, np.intp)
+        self._first, self._second = pairs.reshape(-1, 2).T
         size = np.asarray(sizes, dtype=np.intp)
         cells = size[self._first] * size[self._second]
         self._offset = np.concatenate([[0], np.cumsum(cells)[:-1]]).astype(np.intp)
