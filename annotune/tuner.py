@@ -15,6 +15,7 @@ value is the reference every other configuration's output must match.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
@@ -103,6 +104,28 @@ class Outcome:
 
 
 @dataclass(frozen=True)
+class FailureKind:
+    """Invalid configurations that failed the same way, numbers aside: how many, and the first
+    one's own error and parameters, so a user sees why without opening the database."""
+
+    status: str
+    count: int
+    error: str
+    params: dict[str, Number]
+
+    def to_json(self) -> dict:
+        return {
+            "status": self.status,
+            "count": self.count,
+            "error": self.error,
+            "params": self.params,
+        }
+
+
+_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+
+
+@dataclass(frozen=True)
 class TuneReport:
     device: str
     evaluations: int
@@ -116,6 +139,7 @@ class TuneReport:
     db_path: Path
     prior: Prior | None = None
     warnings: tuple[str, ...] = ()
+    failures: tuple[FailureKind, ...] = ()  # the most common first
 
     def to_json(self) -> dict:
         return {
@@ -131,6 +155,7 @@ class TuneReport:
             "db": str(self.db_path),
             "transfer": self.prior.to_json() if self.prior and self.prior.tasks else None,
             "warnings": list(self.warnings),
+            "failures": [f.to_json() for f in self.failures],
         }
 
 
@@ -352,6 +377,7 @@ class _Session:
         self.known = {config_key(m.params): m for m in db.measurements(study)}
         self.seen: set[str] = set()
         self.invalid = 0
+        self.failures: dict[tuple[str, str], FailureKind] = {}
         self.default_params = space.to_dicts(space.default_row()[None, :])[0]
         self.progress: TuneProgress
 
@@ -419,6 +445,9 @@ class _Session:
             p.compile_failures += m.status == "compile_error"
             p.run_failures += m.status != "compile_error"
             p.last_error = f"{m.status}: {m.error}"
+            kind = (m.status, _NUMBER.sub("#", m.error))
+            first = self.failures.get(kind) or FailureKind(m.status, 0, m.error, dict(params))
+            self.failures[kind] = replace(first, count=first.count + 1)
         self._report()
 
     def after_batch(self, results: Sequence[Result], outcome, strategy: Strategy) -> None:
@@ -458,6 +487,7 @@ class _Session:
             db_path=db_path,
             prior=prior,
             warnings=prior.warnings,
+            failures=tuple(sorted(self.failures.values(), key=lambda f: -f.count)),
         )
 
 

@@ -33,6 +33,7 @@ KERNELS = ("conv2d", "conv3d", "2mm", "3mm", "gemm", "gesummv", "mvt", "syr2k", 
 BLOCK_VALUES = tuple(range(1, 1025))
 THIRD = {
     "conv2d": ("ROWS_PER_THREAD", (1, 2, 4, 8)),
+    "stencil2d": ("ROWS_PER_THREAD", (1, 2, 4, 8)),
     "conv3d": ("PLANES_PER_THREAD", (1, 2, 4, 8, 16)),
 }
 UNROLL = ("UNROLL", (1, 2, 4, 8))
@@ -43,6 +44,7 @@ SMALL = {
     "conv3d": ["-DN=13"],
     "syrk": ["-DN=37", "-DM=29"],
     "syr2k": ["-DN=37", "-DM=29"],
+    "stencil2d": ["-DNX=37", "-DNY=45"],
 }
 
 FULL = os.environ.get("ANNOTUNE_FULL_EXAMPLES") == "1"
@@ -278,7 +280,7 @@ def emulation_works(tmp_path_factory):
 
 
 @needs_gxx
-@pytest.mark.parametrize("name", KERNELS)
+@pytest.mark.parametrize("name", [*KERNELS, "stencil2d"])
 def test_example_verifies_with_the_same_check_for_every_block(name, tmp_path, emulation_works):
     third, third_values = THIRD.get(name, UNROLL)
     configs = [

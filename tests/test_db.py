@@ -334,7 +334,10 @@ _WRITER = textwrap.dedent(
 
 
 def _writer(path: Path, worker: int, count: int, shared: bool = False) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
     args = [sys.executable, "-c", _WRITER, str(path), str(worker), str(count)]
     args.append("yes" if shared else "no")
     return subprocess.Popen(args, stdout=subprocess.PIPE, text=True, env=env)

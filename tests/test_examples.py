@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from annotune.annotate import read_problem
+from annotune.annotate import problem_space, read_problem
 from annotune.annotate.summary import summarize_space
+from annotune.devices import DEVICE_ENV, slugify
 
 EXAMPLES = Path(__file__).parents[1] / "examples"
 SOURCES = sorted(
@@ -44,3 +47,32 @@ def test_cuda_stencil_compiles_with_nvcc(tmp_path):
         check=True,
     )
     assert (tmp_path / "s").exists()
+
+
+HEADERS = sorted(EXAMPLES.glob("*/*/tuned/*/*.h"))
+_DEVICE_LINE = re.compile(r"^ \* device: +(.+)$", re.M)
+_DEFINE = re.compile(r"^#define (\w+) (\S+)", re.M)
+
+
+@pytest.mark.parametrize("header", HEADERS, ids=lambda p: str(p.relative_to(EXAMPLES)))
+def test_committed_header_is_legal_and_served_for_its_device(header, cli, tmp_path, monkeypatch):
+    """A header tuned on a GPU or host stays a legal point of its example's current space, and
+    `annotune build` hands it out on that device."""
+    example = header.parents[2]
+    source = next(p for p in SOURCES if p.parent == example and p.stem == header.stem)
+    problem = read_problem(source)
+    values = {name: value for name, value in _DEFINE.findall(header.read_text())}
+    assert set(values) - {f"ANNOTUNE_TUNED_{header.stem.upper()}_H"} == {
+        p.name for p in problem.params
+    }
+    space = problem_space(problem)
+    config = {p.name: type(p.values[0])(values[p.name]) for p in problem.params}
+    assert list(space.names) == [p.name for p in problem.params]
+    row = [[p.values.index(config[p.name]) for p in problem.params]]
+    assert space.is_legal(np.array(row)).all(), config
+    device = _DEVICE_LINE.search(header.read_text()).group(1)
+    assert slugify(device) == header.parent.name
+    monkeypatch.setenv(DEVICE_ENV, device)
+    result = cli("build", source, "-o", tmp_path / "out.h")
+    assert result.exit_code == 0, result.stderr
+    assert (tmp_path / "out.h").read_text() == header.read_text()

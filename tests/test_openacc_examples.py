@@ -106,7 +106,11 @@ def test_makefile_builds_the_example(tmp_path, with_annotune):
     work = tmp_path / "ldc"
     shutil.copytree(OPENACC / "ldc", work, ignore=shutil.ignore_patterns("ldc", "build", ".*"))
     shutil.copy(OPENACC / "example.mk", tmp_path / "example.mk")
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "ANNOTUNE_DEVICE": "test-host"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        "ANNOTUNE_DEVICE": "test-host",
+    }
     # without annotune: neither the command nor the importable package (for the include path)
     annotune_cmd = f"{sys.executable} -m annotune" if with_annotune else "no-such-annotune"
     python = sys.executable if with_annotune else "false"

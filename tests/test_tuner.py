@@ -57,6 +57,37 @@ def test_every_kind_of_failure_is_recorded_and_tuning_goes_on(workdir):
     assert failures[(6, 1)][0] == "runtime_error" and "signal 6" in failures[(6, 1)][1]
     assert failures[(7, 1)][0] == "timeout"
     assert failures[(8, 1)][0] == "wrong_output"
+    assert {(k.status, k.count) for k in report.failures} == {
+        (status, 1) for status, _ in failures.values()
+    }
+    for kind in report.failures:
+        assert failures[(kind.params["X"], kind.params["Y"])] == (kind.status, kind.error)
+
+
+FAILING_ROWS = """#include <stdio.h>
+#include "annotune_timing.h"
+#ifndef X
+#define X 1 // @tune range(1, 8)
+#endif
+int main(void) {
+  if (X > 3) {
+    fprintf(stderr, "wrong result at (%d, %d)\\n", X, 2 * X);
+    return 1;
+  }
+  printf("annotune-time-ms: %d\\n", 10 - X);
+  return 0;
+}
+"""
+
+
+def test_failures_that_differ_only_in_numbers_are_one_kind(tmp_path):
+    (tmp_path / "rows.c").write_text(FAILING_ROWS)
+    report = tune(read_problem(tmp_path / "rows.c"), options(budget=8))
+    assert report.invalid == 5
+    (kind,) = report.failures
+    assert kind.status == "runtime_error" and kind.count == 5
+    x = kind.params["X"]
+    assert x > 3 and kind.error == f"exited with code 1: wrong result at ({x}, {2 * x})"
 
 
 def test_the_header_is_written_and_compiles_into_the_program(workdir):

@@ -15,7 +15,7 @@ import shutil
 import subprocess
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from annotune.annotate import Problem
@@ -110,6 +110,9 @@ class Builder:
                 [str(ANNOTUNE_INCLUDE_DIR), original_include_dir(variant)],
             )
             result = run_compiler(argv, self.timeout)
+            if variant.rewritten:  # point the messages at the user's files, not the copies
+                copies = str(scratch / "src")
+                result = replace(result, error=result.error.replace(copies, str(variant.root)))
             _save(scratch, result)
             shutil.rmtree(scratch / "src", ignore_errors=True)
             try:

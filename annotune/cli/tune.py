@@ -39,6 +39,8 @@ from annotune.tuner import (
     tune,
 )
 
+SHOWN_FAILURE_KINDS = 3
+
 
 @app.command("tune")
 def tune_command(
@@ -256,6 +258,13 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.4g} ms"
 
 
+def _headline(error: str) -> str:
+    """The line of a (compiler's) message that says what went wrong."""
+    lines = [line.strip() for line in error.splitlines() if line.strip()]
+    chosen = next((line for line in lines if "error" in line.lower()), lines[0] if lines else "")
+    return chosen
+
+
 def _print_report(report: TuneReport) -> None:
     gain = speedup(report)
     stdout.print(f"device        {report.device}")
@@ -269,6 +278,14 @@ def _print_report(report: TuneReport) -> None:
         f"measurements  {report.evaluations} of {size} legal "
         f"({report.reused} reused, {report.invalid} invalid)"
     )
+    for kind in report.failures[:SHOWN_FAILURE_KINDS]:
+        example = f"e.g. {kind.params}: {_headline(kind.error)}"
+        stdout.print(
+            f"invalid       {kind.count} {kind.status}, {example}", markup=False, highlight=False
+        )
+    if len(report.failures) > SHOWN_FAILURE_KINDS:
+        others = sum(kind.count for kind in report.failures[SHOWN_FAILURE_KINDS:])
+        stdout.print(f"invalid       {others} more, failing in other ways (see --json)")
     stdout.print(f"default       {_ms(report.default.time)}  {report.default.params}")
     if report.best is not None:
         faster = f"  ({gain:.2f}x faster)" if gain else ""

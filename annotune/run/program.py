@@ -127,7 +127,8 @@ class ProgramRunner:
         if done.returncode != 0:
             reason = _last_line(done.stderr) or _last_line(done.stdout)
             how = f"signal {-done.returncode}" if done.returncode < 0 else f"code {done.returncode}"
-            return _Run(None, None, f"exited with {how}: {reason}"[:500], "runtime_error")
+            said = f": {reason}" if reason else " (it printed nothing)"
+            return _Run(None, None, f"exited with {how}{said}"[:500], "runtime_error")
         ms = self._time(done.stdout, wall_ms)
         if ms is None:
             return _Run(None, None, "no time found in the program's output", "runtime_error")

@@ -53,6 +53,7 @@ def test_a_failed_compile_is_a_result_and_is_cached_too(synthetic, tmp_path):
     (failed,) = builder.build([{"X": 5, "Y": 1}])
     assert not failed.ok
     assert "does not compile" in failed.error
+    assert f"{synthetic.source}:18:2: error:" in failed.error  # the user's file, not the copy
     (again,) = builder.build([{"X": 5, "Y": 1}])
     assert again.cached and not again.ok and again.error == failed.error
 

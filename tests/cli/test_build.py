@@ -101,7 +101,11 @@ def test_an_unwritable_output_is_a_user_error(cli, project, tmp_path):
 def test_eight_concurrent_runs_leave_a_complete_file(project, tmp_path, device):
     """What `make -j8` does when eight targets share one generated header."""
     out = tmp_path / "build" / "stencil.tuned.h"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), DEVICE_ENV: device}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        DEVICE_ENV: device,
+    }
     command = [sys.executable, "-m", "annotune", "build", str(project), "-o", str(out)]
     runs = [
         subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)

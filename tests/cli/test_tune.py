@@ -86,6 +86,25 @@ def test_json_output(cli, workdir, monkeypatch):
     assert Path(report["header"]).is_file()
 
 
+def test_the_report_says_why_configurations_failed(cli, workdir, monkeypatch):
+    monkeypatch.setenv("ANNOTUNE_TEST_LOG", str(workdir / "runs.log"))
+    args = ["tune", workdir / "synthetic.c", "--strategy", "exhaustive", "--budget", "26", *ARGS]
+    result = cli(*args)
+    assert result.exit_code == 0, result.stderr
+    invalid = [line for line in result.stdout.splitlines() if line.startswith("invalid")]
+    assert len(invalid) == 4  # three kinds shown, then how many failed otherwise
+    assert "1 compile_error, e.g. {'X': 5, 'Y': 1}: " in result.stdout
+    assert "does not compile" in result.stdout
+    assert invalid[-1] == "invalid       1 more, failing in other ways (see --json)"
+    report = cli.json(*args, "--json")
+    assert sorted(f["status"] for f in report["failures"]) == [
+        "compile_error",
+        "runtime_error",
+        "timeout",
+        "wrong_output",
+    ]
+
+
 def test_sigkill_mid_run_then_resume_measures_nothing_twice(workdir):
     args = ["tune", "synthetic.c", "--budget", "20", "--strategy", "random", "--json", *ARGS]
     first = annotune(workdir, *args)

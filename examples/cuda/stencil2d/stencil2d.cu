@@ -21,7 +21,8 @@ __global__ void jacobi_step(const float *__restrict__ in, float *__restrict__ ou
   if (x < 1 || x >= NX - 1) return;
   for (int r = 0; r < ROWS_PER_THREAD; ++r) {
     const int y = y0 + r;
-    if (y < 1 || y >= NY - 1) return;
+    if (y >= NY - 1) return;
+    if (y < 1) continue;  // the top border row; the thread's next rows are interior
     const int i = y * NX + x;
     out[i] = 0.2f * (in[i] + in[i - 1] + in[i + 1] + in[i - NX] + in[i + NX]);
   }
