@@ -72,37 +72,6 @@ class TuneOptions:
     transfer_from: tuple[Path, ...] = ()  # T4 / Kernel Tuner cache files of other GPUs
 
 
-@dataclass
-class TuneProgress:
-    """What a progress display shows; updated after every measurement."""
-
-    device: str
-    space_size: int | None  # legal configurations; None when too many to count
-    budget: int | None
-    strategy: str
-    iteration: int = 0
-    evaluations: int = 0
-    reused: int = 0
-    measured: int = 0
-    compile_failures: int = 0
-    run_failures: int = 0
-    best_time: float | None = None
-    best_params: dict[str, Number] | None = None
-    default_time: float | None = None
-    last_error: str = ""
-    transfer_from: tuple[str, ...] = ()  # the GPUs the search learned from
-    warnings: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class Outcome:
-    params: dict[str, Number]
-    time: float | None
-
-    def to_json(self) -> dict:
-        return {"params": self.params, "time": self.time}
-
-
 @dataclass(frozen=True)
 class FailureKind:
     """Invalid configurations that failed the same way, numbers aside: how many, and the first
@@ -123,6 +92,37 @@ class FailureKind:
 
 
 _NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+
+
+@dataclass
+class TuneProgress:
+    """What a progress display shows; updated after every measurement."""
+
+    device: str
+    space_size: int | None  # legal configurations; None when too many to count
+    budget: int | None
+    strategy: str
+    iteration: int = 0
+    evaluations: int = 0
+    reused: int = 0
+    measured: int = 0
+    compile_failures: int = 0
+    run_failures: int = 0
+    best_time: float | None = None
+    best_params: dict[str, Number] | None = None
+    default_time: float | None = None
+    failures: list[FailureKind] = field(default_factory=list)  # each kind as first seen
+    transfer_from: tuple[str, ...] = ()  # the GPUs the search learned from
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Outcome:
+    params: dict[str, Number]
+    time: float | None
+
+    def to_json(self) -> dict:
+        return {"params": self.params, "time": self.time}
 
 
 @dataclass(frozen=True)
@@ -444,9 +444,11 @@ class _Session:
             self.invalid += 1
             p.compile_failures += m.status == "compile_error"
             p.run_failures += m.status != "compile_error"
-            p.last_error = f"{m.status}: {m.error}"
             kind = (m.status, _NUMBER.sub("#", m.error))
-            first = self.failures.get(kind) or FailureKind(m.status, 0, m.error, dict(params))
+            first = self.failures.get(kind)
+            if first is None:
+                first = FailureKind(m.status, 0, m.error, dict(params))
+                p.failures.append(first)
             self.failures[kind] = replace(first, count=first.count + 1)
         self._report()
 

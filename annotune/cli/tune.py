@@ -223,6 +223,7 @@ class _ProgressDisplay:
         self.task = None
         self.best: float | None = None
         self.warned = 0
+        self.failures_shown = 0
 
     def __enter__(self) -> _ProgressDisplay:
         self.progress.__enter__()
@@ -235,6 +236,12 @@ class _ProgressDisplay:
         for warning in p.warnings[self.warned :]:
             stderr.print(f"annotune: warning: {warning}", highlight=False)
         self.warned = len(p.warnings)
+        for kind in p.failures[self.failures_shown :]:
+            example = f"e.g. {kind.params}: {_headline(kind.error)}"
+            stderr.print(
+                f"annotune: invalid: {kind.status}, {example}", markup=False, highlight=False
+            )
+        self.failures_shown = len(p.failures)
         status = (
             f"iter {p.iteration}  best {_ms(p.best_time)}  default {_ms(p.default_time)}  "
             f"reused {p.reused}  failed {p.compile_failures} compile / {p.run_failures} run"

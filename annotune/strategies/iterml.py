@@ -209,6 +209,11 @@ Standard 1 / Standard 2 in measurements; random search in brackets):
   0: 362 / 790). On top of it, every neighbour of the best measured along parameters of at
   most 4 values before the other local moves (tried above): pnpoly 31 / 93 (500 seeds), but
   W6600 362 / 723; only after two batches without progress, pnpoly 36 / 111, the gain gone.
+  Along parameters of at most 3 values: pnpoly 42 / 116, W6600 363 / 732, so the gain needs
+  between_method's 4 values. At most 4, on the issue's 100 seeds (seed 0) against the default
+  above: W6600 343 / 723, pnpoly 32 / 113, A4000 124 / 241, MI250X 85 / 176, RTX 3090 48 / 87,
+  gemm 76 / 164, A100 175 / 404: W6600 and A4000 trade places at the edge of their Standard 1
+  targets, and pnpoly's Standard 2 on 100 seeds stays at 113, so not adopted either.
 """
 
 from __future__ import annotations

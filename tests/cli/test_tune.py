@@ -96,6 +96,7 @@ def test_the_report_says_why_configurations_failed(cli, workdir, monkeypatch):
     assert "1 compile_error, e.g. {'X': 5, 'Y': 1}: " in result.stdout
     assert "does not compile" in result.stdout
     assert invalid[-1] == "invalid       1 more, failing in other ways (see --json)"
+    assert result.stderr.count("annotune: invalid: ") == 4  # each kind once, as it happens
     report = cli.json(*args, "--json")
     assert sorted(f["status"] for f in report["failures"]) == [
         "compile_error",
