@@ -93,6 +93,9 @@ class FailureKind:
 
 _NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
 
+GIVE_UP_AFTER = 8
+"""Configurations that all failed the same way, with none valid, before the search stops."""
+
 
 @dataclass
 class TuneProgress:
@@ -140,6 +143,7 @@ class TuneReport:
     prior: Prior | None = None
     warnings: tuple[str, ...] = ()
     failures: tuple[FailureKind, ...] = ()  # the most common first
+    gave_up: bool = False  # stopped early: every configuration failed the same way
 
     def to_json(self) -> dict:
         return {
@@ -156,6 +160,7 @@ class TuneReport:
             "transfer": self.prior.to_json() if self.prior and self.prior.tasks else None,
             "warnings": list(self.warnings),
             "failures": [f.to_json() for f in self.failures],
+            "gave_up": self.gave_up,
         }
 
 
@@ -378,6 +383,7 @@ class _Session:
         self.seen: set[str] = set()
         self.invalid = 0
         self.failures: dict[tuple[str, str], FailureKind] = {}
+        self.gave_up = False
         self.default_params = space.to_dicts(space.default_row()[None, :])[0]
         self.progress: TuneProgress
 
@@ -452,9 +458,17 @@ class _Session:
             self.failures[kind] = replace(first, count=first.count + 1)
         self._report()
 
-    def after_batch(self, results: Sequence[Result], outcome, strategy: Strategy) -> None:
+    def after_batch(self, results: Sequence[Result], outcome, strategy: Strategy) -> bool:
+        """True (stop) once `GIVE_UP_AFTER` configurations and nothing else all failed the
+        same way: then the program or its environment is broken (no GPU, a missing input), not
+        the configurations, and more measurements would only repeat the failure."""
         self.progress.iteration = int(strategy.progress().get("iteration", 0))
         self._report()
+        kinds = list(self.failures.values())
+        self.gave_up = (
+            self.progress.best_time is None and len(kinds) == 1 and kinds[0].count >= GIVE_UP_AFTER
+        )
+        return self.gave_up
 
     def finish(
         self, options: TuneOptions, interrupted: bool, db_path: Path, prior: Prior
@@ -490,6 +504,7 @@ class _Session:
             prior=prior,
             warnings=prior.warnings,
             failures=tuple(sorted(self.failures.values(), key=lambda f: -f.count)),
+            gave_up=self.gave_up,
         )
 
 

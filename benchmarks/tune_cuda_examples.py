@@ -47,7 +47,7 @@ def tune(source: Path, args: argparse.Namespace) -> tuple[dict, float]:
 
 def build(source: Path, output: Path, nvcc_flags: list[str], *extra: str) -> None:
     argv = ["nvcc", *nvcc_flags, f"-I{TIMING_INCLUDE}", *extra, str(source), "-o", str(output)]
-    subprocess.run(argv, check=True, capture_output=True)
+    subprocess.run(argv, check=True, capture_output=True, text=True)
 
 
 def kernel_ms(binary: Path) -> float:
@@ -95,11 +95,13 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="annotune-cuda-") as work:
         for name in names:
             print(f"tuning {name} ...", file=sys.stderr, flush=True)
-            report, seconds = tune(EXAMPLES / name / f"{name}.cu", args)
-            if report["best"] is None:
-                print(f"  {name}: no valid configuration measured", file=sys.stderr)
+            try:
+                report, seconds = tune(EXAMPLES / name / f"{name}.cu", args)
+                default_ms, tuned_ms = compare(name, report, args, Path(work))
+            except (RuntimeError, subprocess.CalledProcessError) as error:
+                detail = getattr(error, "stderr", None) or error
+                print(f"  {name}: skipped: {detail}", file=sys.stderr, flush=True)
                 continue
-            default_ms, tuned_ms = compare(name, report, args, Path(work))
             rows.append(
                 {
                     "example": name,

@@ -13,7 +13,7 @@ from annotune.build import CompilerCommand
 from annotune.db import Database, Measurement, StudyKey, default_db_path
 from annotune.device_features import lookup
 from annotune.run.program import RunSpec
-from annotune.tuner import TuneOptions, tune
+from annotune.tuner import GIVE_UP_AFTER, TuneOptions, tune
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
 
@@ -88,6 +88,28 @@ def test_failures_that_differ_only_in_numbers_are_one_kind(tmp_path):
     assert kind.status == "runtime_error" and kind.count == 5
     x = kind.params["X"]
     assert x > 3 and kind.error == f"exited with code 1: wrong result at ({x}, {2 * x})"
+    assert not report.gave_up  # some configurations work
+
+
+ALWAYS_FAILS = """#include <stdio.h>
+#ifndef X
+#define X 1 // @tune range(1, 40)
+#endif
+int main(void) {
+  fprintf(stderr, "no CUDA-capable device is detected (config %d)\\n", X);
+  return 1;
+}
+"""
+
+
+def test_the_search_stops_when_every_configuration_fails_the_same_way(tmp_path):
+    (tmp_path / "broken.c").write_text(ALWAYS_FAILS)
+    report = tune(read_problem(tmp_path / "broken.c"), options(budget=40, jobs=2))
+    assert report.gave_up and report.best is None and report.header is None
+    (kind,) = report.failures
+    assert kind.count == report.evaluations
+    assert GIVE_UP_AFTER <= report.evaluations < GIVE_UP_AFTER + 2  # at most one batch more
+    assert report.to_json()["gave_up"] is True
 
 
 def test_the_header_is_written_and_compiles_into_the_program(workdir):

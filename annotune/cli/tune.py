@@ -163,7 +163,17 @@ def tune_command(
     if report.interrupted:
         raise typer.Exit(code=EXIT_INTERRUPTED)
     if report.best is None:
-        stderr.print("annotune: error: no configuration ran successfully", highlight=False)
+        if report.gave_up:
+            (kind,) = report.failures
+            stderr.print(
+                f"annotune: error: stopped after {kind.count} configurations all failed the same "
+                f"way ({kind.status}: {_headline(kind.error)}); fix the program or its "
+                "environment, then run again with --fresh to measure them again",
+                markup=False,
+                highlight=False,
+            )
+        else:
+            stderr.print("annotune: error: no configuration ran successfully", highlight=False)
         raise typer.Exit(code=EXIT_FAILED)
 
 

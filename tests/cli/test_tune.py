@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -104,6 +105,19 @@ def test_the_report_says_why_configurations_failed(cli, workdir, monkeypatch):
         "timeout",
         "wrong_output",
     ]
+
+
+def test_a_broken_program_stops_the_search_with_exit_1(cli, tmp_path):
+    source = tmp_path / "broken.c"
+    source.write_text(
+        "#include <stdlib.h>\n#ifndef X\n#define X 1 // @tune range(1, 64)\n#endif\n"
+        "int main(void) { abort(); }\n"
+    )
+    result = cli("tune", source, "--budget", "64", "--jobs", "4", *ARGS)
+    assert result.exit_code == 1
+    assert re.search(r"stopped after \d+ configurations all failed the same way", result.stderr)
+    assert "(runtime_error: exited with signal 6 (it printed nothing))" in result.stderr
+    assert "--fresh" in result.stderr and "Traceback" not in result.stderr
 
 
 def test_sigkill_mid_run_then_resume_measures_nothing_twice(workdir):
