@@ -214,6 +214,11 @@ Standard 1 / Standard 2 in measurements; random search in brackets):
   above: W6600 343 / 723, pnpoly 32 / 113, A4000 124 / 241, MI250X 85 / 176, RTX 3090 48 / 87,
   gemm 76 / 164, A100 175 / 404: W6600 and A4000 trade places at the edge of their Standard 1
   targets, and pnpoly's Standard 2 on 100 seeds stays at 113, so not adopted either.
+  Pair moves (one per batch, from the best measured: the two parameters the forest finds most
+  interacting, by the gains of parent and child splits on different parameters, changed at
+  once to the sampled tree's best pair of values): pnpoly 42 / 130 on 100 seeds. After 80
+  measurements that score ranks block_size_x with tile_size first (two main effects), not
+  the tile_size / use_method interaction that pnpoly's plateau hides.
 """
 
 from __future__ import annotations
