@@ -218,7 +218,10 @@ Standard 1 / Standard 2 in measurements; random search in brackets):
   interacting, by the gains of parent and child splits on different parameters, changed at
   once to the sampled tree's best pair of values): pnpoly 42 / 130 on 100 seeds. After 80
   measurements that score ranks block_size_x with tile_size first (two main effects), not
-  the tile_size / use_method interaction that pnpoly's plateau hides.
+  the tile_size / use_method interaction that pnpoly's plateau hides. Ranked by Friedman's H
+  statistic on the forest's partial dependence instead: pnpoly 41 / 114 (one centre, one
+  move), 44 / 131 (three centres, two moves); the forest has not learned that interaction
+  in the runs that need it, so no score computed from it can point there.
 """
 
 from __future__ import annotations
