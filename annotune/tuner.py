@@ -114,7 +114,7 @@ class TuneProgress:
     best_time: float | None = None
     best_params: dict[str, Number] | None = None
     default_time: float | None = None
-    failures: list[FailureKind] = field(default_factory=list)  # each kind as first seen
+    failures: list[FailureKind] = field(default_factory=list)  # each kind when first seen
     transfer_from: tuple[str, ...] = ()  # the GPUs the search learned from
     warnings: tuple[str, ...] = ()
 
@@ -451,11 +451,12 @@ class _Session:
             p.compile_failures += m.status == "compile_error"
             p.run_failures += m.status != "compile_error"
             kind = (m.status, _NUMBER.sub("#", m.error))
-            first = self.failures.get(kind)
-            if first is None:
-                first = FailureKind(m.status, 0, m.error, dict(params))
-                p.failures.append(first)
-            self.failures[kind] = replace(first, count=first.count + 1)
+            known = self.failures.get(kind)
+            if known is None:
+                self.failures[kind] = FailureKind(m.status, 1, m.error, dict(params))
+                p.failures.append(self.failures[kind])
+            else:
+                self.failures[kind] = replace(known, count=known.count + 1)
         self._report()
 
     def after_batch(self, results: Sequence[Result], outcome, strategy: Strategy) -> bool:
