@@ -213,7 +213,13 @@ Standard 1 / Standard 2 in measurements; random search in brackets):
   between_method's 4 values. At most 4, on the issue's 100 seeds (seed 0) against the default
   above: W6600 343 / 723, pnpoly 32 / 113, A4000 124 / 241, MI250X 85 / 176, RTX 3090 48 / 87,
   gemm 76 / 164, A100 175 / 404: W6600 and A4000 trade places at the edge of their Standard 1
-  targets, and pnpoly's Standard 2 on 100 seeds stays at 113, so not adopted either.
+  targets, and pnpoly's Standard 2 on 100 seeds stays at 113, so not adopted either. What
+  it fixes: pnpoly's slowest runs now wait at between_method 2 with tile 20 and use_method 0
+  (0.949), one move from between_method 0 (1.0), and each (centre, parameter) pair is
+  expanded once, to the value the model ranks best. At most 2 such neighbours per call: pnpoly
+  31 / 93 (500 seeds), but W6600 362 / 781 and A4000 121 / 243 (200 seeds; the default 334 /
+  781 and 94 / 223): every form of this check has cost the convolution spaces about 30 in
+  Standard 1.
   Pair moves (one per batch, from the best measured: the two parameters the forest finds most
   interacting, by the gains of parent and child splits on different parameters, changed at
   once to the sampled tree's best pair of values): pnpoly 42 / 130 on 100 seeds. After 80
