@@ -5,9 +5,9 @@ fit a 1024-thread block in registers), its Makefile builds it, and its program, 
 CPU emulation of CUDA (blocks in turn, a block's threads as std::threads), verifies its result
 and prints the same check value for every configuration.
 
-The default run compiles 2 sampled configurations per example and makes one example. With
+The default run compiles 2 sampled configurations per example and makes two examples. With
 ANNOTUNE_FULL_EXAMPLES=1 it compiles 20 per example (180 nvcc runs, several minutes) and makes
-all nine.
+all ten.
 """
 
 from __future__ import annotations
@@ -147,14 +147,15 @@ def _make(name: str, tmp_path: Path) -> None:
 
 @needs_nvcc
 @needs_make
-def test_makefile_builds_gemm(tmp_path):
-    _make("gemm", tmp_path)
+@pytest.mark.parametrize("name", ["gemm", "stencil2d"])
+def test_makefile_builds_the_example(name, tmp_path):
+    _make(name, tmp_path)
 
 
 @full_only
 @needs_nvcc
 @needs_make
-@pytest.mark.parametrize("name", KERNELS)
+@pytest.mark.parametrize("name", [*KERNELS, "stencil2d"])
 def test_makefile_builds_every_example(name, tmp_path):
     _make(name, tmp_path)
 
