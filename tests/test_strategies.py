@@ -294,6 +294,33 @@ def test_iterml_starts_the_climbs_at_their_first_turn_with_every_result_so_far(m
     assert strategy.progress()["climbs"] == 3  # batches from 50: forest, climbs, climbs, ...
 
 
+def test_iterml_climbs_batches_first_check_the_best_along_its_small_parameters():
+    candidates, times = bowl(24, 24, 3)  # z has 3 values: the one parameter checked
+    strategy = IterML(initial=20, pick=10, early_pick=0, climb_after=40, incumbent_checks=2)
+    batches: list[list[int]] = []
+    run_search(
+        strategy,
+        candidates,
+        replay(times),
+        budget=Budget(evaluations=100),
+        rng=np.random.default_rng(0),
+        on_batch=lambda results, outcome, s: batches.append([r.index for r in results]),
+    )
+    # 20, 10, 10 measured, then forest, climbs, climbs, forest, climbs, climbs.
+    assert [len(b) for b in batches] == [20, 10, 10, 10, 10, 10, 10, 10, 10]
+    values = candidates.values
+    for k in (4, 5, 7, 8):
+        measured = [i for batch in batches[:k] for i in batch]
+        best = min(measured, key=lambda i: times[i])
+        along_z = (values[:, :2] == values[best, :2]).all(axis=1) & (
+            values[:, 2] != values[best, 2]
+        )
+        expected = set(np.flatnonzero(along_z)) - set(measured)
+        assert set(batches[k][: len(expected)]) == expected, k
+    with pytest.raises(ValueError):
+        IterML(incumbent_checks=-1)
+
+
 def test_iterml_with_climbs_every_batch_exhausts_a_small_space_once_each():
     candidates, times = bowl(6, 5, 2)
     strategy = IterML(initial=10, climb_after=0, climb_share=1)

@@ -37,6 +37,12 @@ prediction) and changes what the replay measurements said to change:
   forest's moves start from what it ranks best, so they wait on a plateau when the better
   region needs several parameters changed at once; the climbs' model is biased differently
   and their random starts end elsewhere. Each model learns from the other's measurements.
+  The first two picks of each climbs batch (`incumbent_checks`) check the best measured
+  configuration: unmeasured neighbours of it along parameters of at most 4 values
+  (`incumbent_values`), the method switches and small tiles. The local moves expand each
+  (centre, parameter) pair once, to the value the model ranks best, so without this a
+  near-best configuration keeps a wrong switch (pnpoly: between_method 2 at 0.949 of the
+  optimum, beside between_method 0 at 1.0).
 * The random picks (the first batch and the pool's share) are not uniform: each covers the
   most (value, value) pairs of two parameters not measured yet, among 256 random candidates
   (`annotune.strategies.covering`, a greedy pairwise covering design; `cover_values`: only
@@ -218,8 +224,8 @@ Standard 1 / Standard 2 in measurements; random search in brackets):
   (0.949), one move from between_method 0 (1.0), and each (centre, parameter) pair is
   expanded once, to the value the model ranks best. At most 2 such neighbours per call: pnpoly
   31 / 93 (500 seeds), but W6600 362 / 781 and A4000 121 / 243 (200 seeds; the default 334 /
-  781 and 94 / 223): every form of this check has cost the convolution spaces about 30 in
-  Standard 1.
+  781 and 94 / 223): every form of this check that takes the forest's local moves has cost
+  the convolution spaces about 30 in Standard 1.
   Pair moves (one per batch, from the best measured: the two parameters the forest finds most
   interacting, by the gains of parent and child splits on different parameters, changed at
   once to the sampled tree's best pair of values): pnpoly 42 / 130 on 100 seeds. After 80
@@ -228,6 +234,17 @@ Standard 1 / Standard 2 in measurements; random search in brackets):
   statistic on the forest's partial dependence instead: pnpoly 41 / 114 (one centre, one
   move), 44 / 131 (three centres, two moves); the forest has not learned that interaction
   in the runs that need it, so no score computed from it can point there.
+* adopted: the same check in the climbs' batches instead, their first 2 picks
+  (`incumbent_checks`). pnpoly 38 / 84 (500 seeds; without it 38 / 113), below PSO's 97.
+  W6600 347 / 761 on 400 other seeds (seed 1000; without it 364 / 775), 367 / 852 on seed
+  set 0 (334 / 781), 363 / 753 on 300 more (seed 2000; 338 / 755): about 8 worse in
+  Standard 1 over the 900, within W6600's noise. A4000 96 / 252 (94 / 223). The issue's
+  table (100 seeds, seed 0), without it in brackets: A100 192 / 405 (167 / 383),
+  A4000 94 / 243 (98 / 211), MI250X 82 / 145 (82 / 157), RTX 3090 48 / 105 (48 / 121), W6600
+  431 / 852 (362 / 790), gemm 82 / 152 (81 / 153), pnpoly 36 / 72 (36 / 113). Taking the
+  whole climbs batch (up to 9 neighbours on the convolution spaces): pnpoly 38 / 73 but
+  W6600 401 / 741 (and 401 / 734 checking each combination of small values once); one pick:
+  pnpoly 38 / 91, W6600 403 / 812.
 """
 
 from __future__ import annotations
@@ -281,6 +298,12 @@ class IterML(Strategy):
         climbs on boosted trees (the `predictive` strategy, told every result) instead of the
         forest (0: never).
     climb_after: measurements before the climbs take their share.
+    incumbent_checks: in each climbs batch, up to this many picks go first to unmeasured
+        neighbours of the best measured configuration along parameters of at most
+        `incumbent_values` values (0: none). The local moves expand each (centre, parameter)
+        pair once, to the value the model ranks best, so a near-best configuration can keep a
+        wrong method switch forever (pnpoly: between_method 2 at 0.949 beside 0 at 1.0).
+    incumbent_values: the largest parameter (in values) whose every value is checked so.
     cover_values: the random picks (the first batch and the pool's share) cover value pairs
         of two parameters not measured yet (`annotune.strategies.covering`), over the
         parameters with at most this many values (0: uniform random picks).
@@ -313,6 +336,8 @@ class IterML(Strategy):
         early_until: int = 50,
         climb_share: float = 2 / 3,
         climb_after: int = 50,
+        incumbent_checks: int = 2,
+        incumbent_values: int = 4,
         cover_values: int = 12,
         extra_features: np.ndarray | None = None,
     ) -> None:
@@ -332,6 +357,8 @@ class IterML(Strategy):
             raise ValueError("climb_share must be a fraction in [0, 1] and climb_after >= 0")
         if cover_values < 0:
             raise ValueError("cover_values must be >= 0")
+        if incumbent_checks < 0 or incumbent_values < 0:
+            raise ValueError("incumbent_checks and incumbent_values must be >= 0")
         if initial is not None and initial < 1:
             raise ValueError("initial must be >= 1")
         if acquisition not in ("thompson", "mean"):
@@ -357,6 +384,8 @@ class IterML(Strategy):
         self.early_until = early_until
         self.climb_share = 0.0 if paper else float(climb_share)
         self.climb_after = climb_after
+        self.incumbent_checks = incumbent_checks
+        self.incumbent_values = incumbent_values
         self.cover_values = 0 if paper else cover_values
         self.extra_features = extra_features
         if paper:
@@ -392,6 +421,15 @@ class IterML(Strategy):
         self._climber: PredictiveStrategy | None = None  # created at its first turn
         self._coverage = (
             PairCoverage(candidates.values, self.cover_values) if self.cover_values and n else None
+        )
+        self._checked_axes = np.array(
+            [
+                np.unique(candidates.values[:, j]).size <= self.incumbent_values
+                for j in range(candidates.values.shape[1])
+            ]
+            if n
+            else [],
+            dtype=bool,
         )
 
     def ask(self, max_count: int) -> list[int]:
@@ -463,10 +501,25 @@ class IterML(Strategy):
             return np.zeros(0, dtype=np.intp)
         if self._climber is None:
             self._climber = self._start_climber()
-        chosen = np.asarray(self._climber.ask(count), dtype=np.intp)
-        chosen = chosen[self._alive[chosen]]
+        checks = self._incumbent_neighbours(min(self.incumbent_checks, count))
+        self._climber.exclude(checks)
+        climbed = np.asarray(self._climber.ask(count - checks.size), dtype=np.intp)
+        chosen = np.concatenate([checks, climbed[self._alive[climbed]]])
         self._climb_batches += bool(chosen.size)
         return chosen
+
+    def _incumbent_neighbours(self, count: int) -> np.ndarray:
+        """Up to `count` unmeasured one-parameter neighbours of the best measured, along the
+        parameters with at most `incumbent_values` values, in random order."""
+        times = np.asarray(self._times)
+        valid = ~np.isnan(times)
+        if count <= 0 or not valid.any():
+            return np.zeros(0, dtype=np.intp)
+        best = np.asarray(self._told)[valid][np.argmin(times[valid])]
+        differs = self._values != self._values[best]
+        neighbours = (differs.sum(axis=1, dtype=np.int32) == 1) & self._alive
+        neighbours &= differs[:, self._checked_axes].any(axis=1)
+        return self._rng.permutation(np.flatnonzero(neighbours))[:count].astype(np.intp)
 
     def _start_climber(self) -> PredictiveStrategy:
         """The climbs' strategy, told everything measured so far.
