@@ -303,7 +303,7 @@ class IterML(Strategy):
         `incumbent_values` values (0: none). The local moves expand each (centre, parameter)
         pair once, to the value the model ranks best, so a near-best configuration can keep a
         wrong method switch forever (pnpoly: between_method 2 at 0.949 beside 0 at 1.0).
-    incumbent_values: the largest parameter (in values) whose every value is checked so.
+    incumbent_values: only parameters with at most this many values are checked so.
     cover_values: the random picks (the first batch and the pool's share) cover value pairs
         of two parameters not measured yet (`annotune.strategies.covering`), over the
         parameters with at most this many values (0: uniform random picks).
