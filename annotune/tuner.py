@@ -18,7 +18,7 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -83,12 +83,7 @@ class FailureKind:
     params: dict[str, Number]
 
     def to_json(self) -> dict:
-        return {
-            "status": self.status,
-            "count": self.count,
-            "error": self.error,
-            "params": self.params,
-        }
+        return asdict(self)
 
 
 _NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")

@@ -32,6 +32,7 @@ from annotune.prior import TRANSFER_STRATEGIES
 from annotune.run.program import RunSpec
 from annotune.strategies import STRATEGY_NAMES
 from annotune.tuner import (
+    FailureKind,
     TuneOptions,
     TuneProgress,
     TuneReport,
@@ -247,9 +248,8 @@ class _ProgressDisplay:
             stderr.print(f"annotune: warning: {warning}", highlight=False)
         self.warned = len(p.warnings)
         for kind in p.failures[self.failures_shown :]:
-            example = f"e.g. {kind.params}: {_headline(kind.error)}"
             stderr.print(
-                f"annotune: invalid: {kind.status}, {example}", markup=False, highlight=False
+                f"annotune: invalid: {kind.status}, {_example(kind)}", markup=False, highlight=False
             )
         self.failures_shown = len(p.failures)
         status = (
@@ -282,6 +282,10 @@ def _headline(error: str) -> str:
     return chosen
 
 
+def _example(kind: FailureKind) -> str:
+    return f"e.g. {kind.params}: {_headline(kind.error)}"
+
+
 def _print_report(report: TuneReport) -> None:
     gain = speedup(report)
     stdout.print(f"device        {report.device}")
@@ -296,9 +300,10 @@ def _print_report(report: TuneReport) -> None:
         f"({report.reused} reused, {report.invalid} invalid)"
     )
     for kind in report.failures[:SHOWN_FAILURE_KINDS]:
-        example = f"e.g. {kind.params}: {_headline(kind.error)}"
         stdout.print(
-            f"invalid       {kind.count} {kind.status}, {example}", markup=False, highlight=False
+            f"invalid       {kind.count} {kind.status}, {_example(kind)}",
+            markup=False,
+            highlight=False,
         )
     if len(report.failures) > SHOWN_FAILURE_KINDS:
         others = sum(kind.count for kind in report.failures[SHOWN_FAILURE_KINDS:])

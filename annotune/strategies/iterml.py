@@ -516,10 +516,15 @@ class IterML(Strategy):
         if count <= 0 or not valid.any():
             return np.zeros(0, dtype=np.intp)
         best = np.asarray(self._told)[valid][np.argmin(times[valid])]
-        differs = self._values != self._values[best]
-        neighbours = (differs.sum(axis=1, dtype=np.int32) == 1) & self._alive
-        neighbours &= differs[:, self._checked_axes].any(axis=1)
+        differs, one_move = self._one_move_from(best)
+        neighbours = one_move & self._alive & differs[:, self._checked_axes].any(axis=1)
         return self._rng.permutation(np.flatnonzero(neighbours))[:count].astype(np.intp)
+
+    def _one_move_from(self, row: int) -> tuple[np.ndarray, np.ndarray]:
+        """Which parameters of each candidate differ from `row`'s, and which candidates differ
+        in exactly one (its neighbours)."""
+        differs = self._values != self._values[row]
+        return differs, differs.sum(axis=1, dtype=np.int32) == 1
 
     def _start_climber(self) -> PredictiveStrategy:
         """The climbs' strategy, told everything measured so far.
@@ -611,8 +616,8 @@ class IterML(Strategy):
         for centre in centres:
             if len(chosen) == count:
                 break
-            differs = self._values != self._values[centre]
-            near = (differs.sum(axis=1, dtype=np.int32) == 1) & np.isfinite(predicted)
+            differs, one_move = self._one_move_from(centre)
+            near = one_move & np.isfinite(predicted)
             if not near.any():
                 continue
             expanded = self._expanded.setdefault(int(centre), set())
