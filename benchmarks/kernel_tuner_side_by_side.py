@@ -34,23 +34,24 @@ budget (runs reaching 0.95 in brackets when not all):
 | dataset | iterml | dual annealing | genetic | pso |
 |---|---|---|---|---|
 | pnpoly RTX 3090 | 36 / 72 | 40 / 160 | 54 / - (93) | 52 / 97 |
-| convolution A4000 | 94 / 243 | 141 / - (79) | 181 / - (78) | 98 / 329 (97) |
-| convolution MI250X | 82 / 145 | 89 / - (91) | 93 / 211 (99) | 103 / 375 |
-| convolution RTX 3090 | 48 / 105 | 124 / - (92) | 103 / 193 (99) | 96 / 206 (96) |
-| gemm RTX 3090 | 82 / 152 | 167 / - (53) | 192 / 340 | 203 / - (89) |
-| convolution A100 | 192 / 405 | - / - (12) | 174 / - (73) | 404 / - (83) |
-| convolution W6600 | 431 / 852 | 225 / - (69) | - / - (27) | 220 / - (70) |
+| convolution A4000 | 94 / 196 | 141 / - (79) | 181 / - (78) | 98 / 329 (97) |
+| convolution MI250X | 82 / 157 | 89 / - (91) | 93 / 211 (99) | 103 / 375 |
+| convolution RTX 3090 | 48 / 93 | 124 / - (92) | 103 / 193 (99) | 96 / 206 (96) |
+| gemm RTX 3090 | 75 / 160 | 167 / - (53) | 192 / 340 | 203 / - (89) |
+| convolution A100 | 146 / 341 | - / - (12) | 174 / - (73) | 404 / - (83) |
+| convolution W6600 | 346 / 672 | 225 / - (69) | - / - (27) | 220 / - (70) |
 
-The iterml column is the default since each climbs batch starts with two checks of the best
-configuration's small parameters (the same runs as `benchmarks/replay_table.py --strategy
-iterml --repeats 100`; without those checks: 36 / 113, 98 / 211, 82 / 157, 48 / 121, 81 / 153,
+The iterml column is the default since the climbs' batches dropped their uniform random fifth
+(the same runs as `benchmarks/replay_table.py --strategy iterml --repeats 100`; with it: 36 /
+72, 94 / 243, 82 / 145, 48 / 105, 82 / 152, 192 / 405, 431 / 852; also without the two checks
+of the best configuration's small parameters: 36 / 113, 98 / 211, 82 / 157, 48 / 121, 81 / 153,
 167 / 383, 362 / 790; with climbs every other batch and uniform random picks: 40 / 151, 71 /
 241, 77 / 176, 54 / 125, 84 / 181, 164 / 313, 342 / 822; before the climbs: 40 / 133, 74 /
 248, 82 / 207, 54 / 106, 108 / 222, 155 / 304, 511 / 915). IterML now has the best Standard 2
 on every dataset: on pnpoly 72 against PSO's 97 (84 on 500 seeds). Dual annealing and PSO
-have the better Standard 1 on W6600 (225, 220 against 431), where a third of their runs never
-get there. W6600's median moves a lot between sets of seeds: on 400 other seeds (seed 1000)
-the default gives 347 / 761 and the previous one 364 / 775.
+have the better Standard 1 on W6600 (225, 220 against 346), where a third of their runs never
+get there. W6600's median moves a lot between sets of seeds: on 200 other seeds (seed 1000)
+the default gives 311 / 611; the previous one gave 347 / 761 on 400 seeds that include them.
 """
 
 from __future__ import annotations
