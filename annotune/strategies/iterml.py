@@ -33,7 +33,8 @@ prediction) and changes what the replay measurements said to change:
   - the rest: random picks inside the pool, the paper's move, which keeps the model honest.
 * Once 50 configurations are measured (`climb_after`), two batches of every three
   (`climb_share`) are chosen by a second model instead: hill climbs on boosted trees from
-  random starts and from the best (the `predictive` strategy, told every result). All the
+  random starts and from the best (the `predictive` strategy, told every result, without
+  its random share: the forest's batches hold that). All the
   forest's moves start from what it ranks best, so they wait on a plateau when the better
   region needs several parameters changed at once; the climbs' model is biased differently
   and their random starts end elsewhere. Each model learns from the other's measurements.
