@@ -253,7 +253,9 @@ Standard 1 / Standard 2 in measurements; random search in brackets):
   seeds, seed 0), before in brackets: A100 146 / 341 (192 / 405), A4000 94 / 196
   (94 / 243), MI250X 82 / 157 (82 / 145), RTX 3090 48 / 93 (48 / 105), gemm 75 / 160
   (82 / 152), W6600 346 / 672 (431 / 852), pnpoly 36 / 72 (36 / 72); W6600 on 200 other
-  seeds (seed 1000) 311 / 611 (347 / 761 on 400 seeds that include them).
+  seeds (seed 1000) 311 / 611 (347 / 761 on 400 seeds that include them), on 200 more
+  (seed 2000) 344 / 651 (363 / 753 on 300 that include them); pnpoly (500 seeds) 38 / 89
+  (38 / 84).
 """
 
 from __future__ import annotations
