@@ -434,12 +434,7 @@ class IterML(Strategy):
             PairCoverage(candidates.values, self.cover_values) if self.cover_values and n else None
         )
         self._checked_axes = np.array(
-            [
-                np.unique(candidates.values[:, j]).size <= self.incumbent_values
-                for j in range(candidates.values.shape[1])
-            ]
-            if n
-            else [],
+            [np.unique(column).size <= self.incumbent_values for column in candidates.values.T],
             dtype=bool,
         )
 
