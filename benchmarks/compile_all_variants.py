@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from annotune.annotate import problem_space, read_problem
-from annotune.build import Builder
+from annotune.builder import Builder
 
 
 def main() -> None:

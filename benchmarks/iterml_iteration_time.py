@@ -19,9 +19,10 @@ from pathlib import Path
 
 import numpy as np
 
-from annotune.models import Surrogate, encode_features
-from annotune.run.replay import load_replay
-from annotune.strategies import Candidates, IterML, Result
+from annotune.core.records import Candidates, Result
+from annotune.results.replay import load_replay
+from annotune.search import IterML
+from annotune.search.models import Surrogate, encode_features
 
 GEMM = Path(__file__).resolve().parents[2] / "shared" / "data" / "replay" / "gemm_RTX_3090.json.gz"
 

@@ -68,8 +68,8 @@ from pathlib import Path
 import numpy as np
 
 from annotune.bench import bench, random_standards, standards_from_hits
-from annotune.run.replay import ReplayDataset, load_replay
-from annotune.strategies import STRATEGY_NAMES
+from annotune.results.replay import ReplayDataset, load_replay
+from annotune.search import STRATEGY_NAMES
 
 STRATEGIES = (
     "bayes_opt",

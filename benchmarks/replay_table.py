@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from annotune.bench import bench, plot_boxes
-from annotune.run.replay import load_replay
+from annotune.results.replay import load_replay
 
 REPLAY_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "replay"
 

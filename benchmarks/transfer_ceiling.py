@@ -28,9 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
-from annotune import transfer as tr
-from annotune.run.replay import load_replay
-from annotune.transfer_bench import ONE_PERCENT, group_by_space
+from annotune.bench.transfer import ONE_PERCENT, group_by_space
+from annotune.results.replay import load_replay
+from annotune.transfer import model as tr
 
 REPLAY_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "replay"
 GOOD = 0.95

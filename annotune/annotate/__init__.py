@@ -10,7 +10,7 @@ from annotune.annotate.config import FileConfig, find_config, load_file_config
 from annotune.annotate.frontend import ParsedSource, check_readable, parse_source
 from annotune.annotate.kernel import kernel_specs
 from annotune.annotate.problem import ConstraintDecl, Problem, TunableParam, Use
-from annotune.diagnostics import AnnotuneError, Location
+from annotune.core.diagnostics import AnnotuneError, Location
 from annotune.space import Param, Space, SpaceError
 
 __all__ = [

@@ -29,7 +29,7 @@ from annotune.annotate.problem import (
     TunableParam,
     Use,
 )
-from annotune.diagnostics import AnnotuneError, Location
+from annotune.core.diagnostics import AnnotuneError, Location
 
 _CONDITIONALS = {"if", "ifdef", "ifndef"}
 _ANNOTUNE_PRAGMAS = ("param", "constraint", "args", "kernel")

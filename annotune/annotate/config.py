@@ -23,7 +23,7 @@ from pathlib import Path
 
 from annotune.annotate.grammar import Domain, GrammarError, Number, parse_domain
 from annotune.annotate.problem import RunSettings
-from annotune.diagnostics import AnnotuneError, Location
+from annotune.core.diagnostics import AnnotuneError, Location
 
 PRESETS = ("nvcc", "gcc", "g++", "nvc", "nvc++", "cc", "c++")  # names build.compiler knows
 

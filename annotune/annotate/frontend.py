@@ -20,7 +20,7 @@ from pathlib import Path
 
 import clang.cindex as ci
 
-from annotune.diagnostics import AnnotuneError, Location
+from annotune.core.diagnostics import AnnotuneError, Location
 
 SHIM_PATH = "/__annotune__/cuda_shim.h"
 ANNOTUNE_INCLUDE_DIR = Path(__file__).resolve().parent.parent / "include"

@@ -33,8 +33,8 @@ from annotune.annotate.frontend import (
     SourceFile,
     clang_args,
 )
-from annotune.diagnostics import AnnotuneError, Location
-from annotune.expressions import (
+from annotune.core.diagnostics import AnnotuneError, Location
+from annotune.space.expressions import (
     RESERVED_NAMES,
     Binary,
     Conditional,

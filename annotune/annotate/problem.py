@@ -5,9 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from annotune.diagnostics import Location
-
-Number = int | float
+from annotune.core.diagnostics import Location
+from annotune.core.records import Number
 
 ORIGINS = ("define", "pragma", "literal", "config")
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from annotune.annotate import Problem, problem_space
-from annotune.diagnostics import AnnotuneError
+from annotune.core.diagnostics import AnnotuneError
 
 # Spaces up to this many Cartesian configurations are counted exactly (a few seconds).
 EXACT_COUNT_LIMIT = 20_000_000

@@ -17,7 +17,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from annotune.diagnostics import AnnotuneError
+from annotune.core.diagnostics import AnnotuneError
 
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2

@@ -2,7 +2,7 @@
 
 `--transfer` instead leaves each GPU out of every group of datasets that share a space and
 compares the `transfer` strategy (warm-started from the other GPUs) with IterML from scratch
-on it (`annotune.transfer_bench`).
+on it (`annotune.bench.transfer`).
 
 Exit codes: 0 success, 2 bad input (missing or unreadable dataset, bad option), 130
 interrupted. With --json, stdout holds exactly one JSON object; progress goes to stderr.
@@ -17,11 +17,11 @@ from rich.progress import Progress
 from rich.table import Table
 
 from annotune.bench import BenchRow, RunTrace, bench, plot_boxes, size_prior
+from annotune.bench.transfer import TransferRow, transfer_bench
 from annotune.cli.app import app, print_json, require_matplotlib, stderr, stdout, user_errors
-from annotune.diagnostics import AnnotuneError
-from annotune.run.replay import ReplayDataset, load_replay
-from annotune.strategies import STRATEGY_NAMES
-from annotune.transfer_bench import TransferRow, transfer_bench
+from annotune.core.diagnostics import AnnotuneError
+from annotune.results.replay import ReplayDataset, load_replay
+from annotune.search import STRATEGY_NAMES
 
 _STRATEGY_HELP = f"Repeatable; one of: {', '.join(STRATEGY_NAMES)}."
 

@@ -18,9 +18,9 @@ import typer
 from annotune import __version__
 from annotune.annotate import read_problem
 from annotune.cli.app import JsonFlag, app, print_json, stderr, user_errors
-from annotune.devices import DEVICE_ENV, current_device_name
-from annotune.diagnostics import AnnotuneError, Location
+from annotune.core.diagnostics import AnnotuneError, Location
 from annotune.emit import render_defaults_header, tuned_header_path, write_if_changed
+from annotune.run.device import DEVICE_ENV, current_device_name
 
 
 @app.command()

@@ -32,10 +32,11 @@ from annotune.cli.app import (
     stdout,
     user_errors,
 )
-from annotune.db import Database, default_db_path
-from annotune.diagnostics import AnnotuneError
-from annotune.partition import Node, StopRule, Tree, build_tree, normalized_performance, plot_tree
-from annotune.run.replay import load_replay
+from annotune.core.diagnostics import AnnotuneError
+from annotune.core.records import normalized_performance
+from annotune.results.database import Database, default_db_path
+from annotune.results.replay import load_replay
+from annotune.search.partition import Node, StopRule, Tree, build_tree, plot_tree
 
 MIN_GAIN = 0.01
 """A split shown must remove at least this share of the root's error."""

@@ -9,8 +9,8 @@ import typer
 
 from annotune.annotate import read_problem
 from annotune.cli.app import ConfigPath, DbPath, JsonFlag, app, print_json, stderr, user_errors
-from annotune.db import Database, default_db_path, sources_hash
-from annotune.diagnostics import AnnotuneError, Location
+from annotune.core.diagnostics import AnnotuneError, Location
+from annotune.results.database import Database, default_db_path, sources_hash
 
 
 @app.command()

@@ -12,8 +12,8 @@ from typing import Annotated
 
 import typer
 
+from annotune.annotate.lift import plan_lift, write_lift
 from annotune.cli.app import ConfigPath, JsonFlag, app, print_json, stderr, user_errors
-from annotune.lift import plan_lift, write_lift
 
 
 @app.command()

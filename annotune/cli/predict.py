@@ -25,7 +25,7 @@ from annotune.cli.app import (
     stdout,
     user_errors,
 )
-from annotune.prior import predict
+from annotune.transfer.prior import predict
 
 
 @app.command("predict")

@@ -14,7 +14,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from annotune.annotate import Problem, read_problem
-from annotune.build import CompilerCommand
+from annotune.builder import CompilerCommand
 from annotune.cli.app import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -27,11 +27,10 @@ from annotune.cli.app import (
     stdout,
     user_errors,
 )
-from annotune.diagnostics import AnnotuneError
-from annotune.prior import TRANSFER_STRATEGIES
+from annotune.core.diagnostics import AnnotuneError
 from annotune.run.program import RunSpec
-from annotune.strategies import STRATEGY_NAMES
-from annotune.tuner import (
+from annotune.search import STRATEGY_NAMES
+from annotune.session.tuner import (
     FailureKind,
     TuneOptions,
     TuneProgress,
@@ -39,6 +38,7 @@ from annotune.tuner import (
     speedup,
     tune,
 )
+from annotune.transfer.prior import TRANSFER_STRATEGIES
 
 SHOWN_FAILURE_KINDS = 3
 

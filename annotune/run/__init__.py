@@ -1,5 +1,2 @@
-"""Runners: turn row indices of a search space into measurements (`Measure` callables)."""
-
-from annotune.run.replay import ReplayDataset, load_replay
-
-__all__ = ["ReplayDataset", "load_replay"]
+"""Run stage: measure built variants (a program's process, one kernel launched in process) on
+the device at hand, and name that device."""

@@ -30,15 +30,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from annotune.annotate.kernel import KernelSpec, Launch, LaunchArg, LaunchError
-from annotune.build import BuildResult, CompilerCommand
-from annotune.db import Measurement
-from annotune.diagnostics import AnnotuneError
+from annotune.builder import CompilerCommand
+from annotune.core.diagnostics import AnnotuneError
+from annotune.core.records import BuildResult, Measurement, Number
 from annotune.run.backends import BackendError, KernelBackend, KernelTimeout
 from annotune.run.program import compile_info as build_info
 
 __all__ = ["KernelReference", "KernelRunner", "compare_outputs", "cubin_compiler"]
 
-Number = int | float
 
 INTEGER_INPUT_LIMIT = 100
 """Integer inputs are drawn from [0, INTEGER_INPUT_LIMIT): small, so that they stay valid as

@@ -18,8 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from annotune.build import BuildResult
-from annotune.db import Measurement
+from annotune.core.records import BuildResult, Measurement
 
 TIME_LINE = re.compile(r"^annotune-time-ms:\s*([-+0-9.eEinfa]+)\s*$", re.MULTILINE)
 CHECK_LINE = re.compile(r"^annotune-check:\s*(\S+)\s*$", re.MULTILINE)

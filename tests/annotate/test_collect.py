@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from annotune.annotate import problem_space, read_problem
-from annotune.diagnostics import AnnotuneError
+from annotune.core.diagnostics import AnnotuneError
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:

@@ -9,7 +9,7 @@ import pytest
 
 from annotune.annotate import read_problem
 from annotune.annotate.config import find_config
-from annotune.diagnostics import AnnotuneError
+from annotune.core.diagnostics import AnnotuneError
 
 THIRD_PARTY = """
 #define DIM_THREAD_BLOCK_X 32

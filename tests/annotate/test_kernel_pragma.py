@@ -10,7 +10,7 @@ import pytest
 
 from annotune.annotate.frontend import parse_source
 from annotune.annotate.kernel import KernelSpec, LaunchError, kernel_specs
-from annotune.diagnostics import AnnotuneError
+from annotune.core.diagnostics import AnnotuneError
 
 FIXTURE = Path(__file__).parent.parent / "data" / "kernel" / "jacobi.cu"
 PARAMS = ("BLOCK_X", "BLOCK_Y")

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from annotune.annotate import read_problem
-from annotune.devices import DEVICE_ENV
 from annotune.emit import render_defaults_header
+from annotune.run.device import DEVICE_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 DEVICE = "NVIDIA A100-PCIE-40GB"

@@ -9,8 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from annotune.db import Database, Measurement, StudyKey, default_db_path
-from annotune.run.replay import load_replay
+from annotune.core.records import Measurement
+from annotune.results.database import Database, StudyKey, default_db_path
+from annotune.results.replay import load_replay
 
 REPLAY = Path(__file__).parents[2].parent / "shared/data/replay"
 

@@ -8,9 +8,10 @@ import shutil
 import pytest
 
 from annotune.annotate import read_problem
-from annotune.db import Database, Measurement, StudyKey, default_db_path
-from annotune.device_features import lookup
+from annotune.core.records import Measurement
 from annotune.emit import PREDICTED
+from annotune.results.database import Database, StudyKey, default_db_path
+from annotune.transfer.features import lookup
 
 SOURCE_GPU = "NVIDIA A100-PCIE-40GB"
 TARGET_GPU = "NVIDIA RTX A4000"

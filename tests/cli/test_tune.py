@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from annotune.annotate import read_problem
-from annotune.db import Database, Measurement, StudyKey, default_db_path
-from annotune.device_features import lookup
+from annotune.core.records import Measurement
+from annotune.results.database import Database, StudyKey, default_db_path
+from annotune.transfer.features import lookup
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
 

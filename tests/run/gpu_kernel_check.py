@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from annotune.annotate.frontend import parse_source  # noqa: E402
 from annotune.annotate.kernel import kernel_specs  # noqa: E402
-from annotune.build import BuildResult  # noqa: E402
+from annotune.core.records import BuildResult  # noqa: E402
 from annotune.run.backends import (  # noqa: E402
     BACKENDS,
     BackendError,

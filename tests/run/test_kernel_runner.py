@@ -24,8 +24,8 @@ import pytest
 
 from annotune.annotate.frontend import parse_source
 from annotune.annotate.kernel import KernelSpec, kernel_specs
-from annotune.build import BuildResult
-from annotune.diagnostics import AnnotuneError
+from annotune.core.diagnostics import AnnotuneError
+from annotune.core.records import BuildResult
 from annotune.run.backends import (
     BACKENDS,
     BackendError,
@@ -762,14 +762,14 @@ def test_tune_in_kernel_mode_uses_the_defaults_outputs_as_reference(tmp_path, mo
     import sys
 
     from annotune.annotate import read_problem
-    from annotune.build import CompilerCommand
+    from annotune.builder import CompilerCommand
     from annotune.run.program import RunSpec
-    from annotune.tuner import TuneOptions, tune
+    from annotune.session.tuner import TuneOptions, tune
 
     for name in ("jacobi.cu", "params.cuh", "axpy.cuh"):
         shutil.copy(FIXTURE.parent / name, tmp_path / name)
     backend = FakeBackend(times=(2.0, 1.0))
-    monkeypatch.setattr("annotune.tuner.select_backend", lambda name=None: backend)
+    monkeypatch.setattr("annotune.session.tuner.select_backend", lambda name=None: backend)
     # A stand-in "compiler": the cubin says how the kernel behaves (here: always right).
     fake_nvcc = CompilerCommand(
         (

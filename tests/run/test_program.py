@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from annotune.build import BuildResult
-from annotune.build.compiler import PRESETS
+from annotune.builder.compiler import PRESETS
+from annotune.core.records import BuildResult
 from annotune.run.program import ProgramRunner, RunSpec
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")

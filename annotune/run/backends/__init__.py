@@ -7,7 +7,7 @@ imported only when a backend is opened, so annotune imports and its tests run wi
 
 from __future__ import annotations
 
-from annotune.diagnostics import AnnotuneError
+from annotune.core.diagnostics import AnnotuneError
 from annotune.run.backends.base import (
     BackendError,
     BackendUnavailable,

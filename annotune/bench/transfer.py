@@ -1,0 +1,233 @@
+"""Leave-one-GPU-out evaluation of architecture-adaptive transfer on replay datasets.
+
+Datasets that share a space (the same parameter names and the same set of configurations,
+matched by value, not by row order) form a group. Each GPU of a group is held out in turn as
+the target; the others are its sources. For the target this reports:
+
+* Standards 1 and 2 (`annotune.bench`) of the `transfer` strategy warm-started from the
+  sources, and of plain `iterml` from scratch, over the same seeds, beside random search's
+  exact values and the 1% mark (1% of the space);
+* the zero-shot prediction: the configuration the transferred model ranks best, with no
+  measurement on the target, as a normalized performance on the target;
+* the naive baseline: each source GPU's best configuration measured on the target, the best
+  of those normalized performances (and whose it was);
+* the device features CV-DFS chose (`annotune.transfer.select_features`).
+
+Measured on the shared replay data (100 seeds; `annotune.search.transfer` has the
+standards): the zero-shot prediction reached 0.654 / 0.985 / 0.972 / 1.000 of the optimum on
+convolution A100 / A4000 / MI250X / W6600 against the naive baseline's 0.673 / 0.724 / 0.984
+/ 0.770, and on dedispersion A100 / A4000 0.991 / 0.959 against 0.996 / 0.970. With one
+source GPU (dedispersion), the model is that GPU's own and its best is the naive choice or a
+near-equal neighbour of it; with three, it beats the naive baseline where a blend of the
+sources is better than any one source's best (A4000, W6600).
+
+Device features come from a T4 file's metadata when it holds them, else from the table
+(`annotune.transfer.features.lookup`) by the device the file names, else by the file name's
+last part ("convolution_MI250X" -> "MI250X": that file's device name is empty).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from annotune.bench import RunTrace, Standards, bench, random_standards
+from annotune.core.diagnostics import AnnotuneError
+from annotune.core.records import TaskData
+from annotune.results.replay import ReplayDataset
+from annotune.transfer import model as tr
+from annotune.transfer.features import FEATURE_NAMES, DeviceFeatures
+
+ONE_PERCENT = 0.01
+
+
+@dataclass(frozen=True)
+class TransferRow:
+    """The leave-one-out result for one target GPU."""
+
+    dataset: str
+    device: str
+    size: int
+    sources: tuple[str, ...]
+    features: tr.Selection
+    transfer: Standards
+    iterml: Standards
+    random: Standards
+    one_percent: int
+    cap: int
+    zero_shot: float
+    naive: float
+    naive_source: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "dataset": self.dataset,
+            "device": self.device,
+            "size": self.size,
+            "sources": list(self.sources),
+            **self.features.to_json(),
+            "transfer_std1_evals": self.transfer.std1,
+            "transfer_std2_evals": self.transfer.std2,
+            "iterml_std1_evals": self.iterml.std1,
+            "iterml_std2_evals": self.iterml.std2,
+            "random_std1_evals": self.random.std1,
+            "random_std2_evals": self.random.std2,
+            "one_percent_evals": self.one_percent,
+            "cap": self.cap,
+            "zero_shot": self.zero_shot,
+            "naive": self.naive,
+            "naive_source": self.naive_source,
+        }
+
+
+def device_features(dataset: ReplayDataset) -> DeviceFeatures:
+    """The dataset's device features (`transfer.dataset_features`); AnnotuneError if unknown."""
+    try:
+        found = tr.dataset_features(dataset)
+    except ValueError as error:
+        raise AnnotuneError(f"{dataset.name}: {error}") from None
+    if found is None:
+        raise AnnotuneError(
+            f"{dataset.name}: no device features for GPU {tr.dataset_device(dataset)!r}",
+            hint="annotune knows the GPUs in annotune/transfer/gpus.toml; `annotune export` on the "
+            "GPU itself writes a file that carries its features",
+        )
+    return found
+
+
+def group_by_space(datasets: Sequence[ReplayDataset]) -> list[list[ReplayDataset]]:
+    """Datasets of one kernel and problem size over the same parameters and configurations.
+
+    The kernel and problem size count too (when the files name them): two kernels that
+    happen to share parameter names are not one space, and a GPU's best tile for one
+    problem size is not a prediction for another.
+    """
+    groups: dict[str, list[ReplayDataset]] = {}
+    for dataset in datasets:
+        groups.setdefault(_space_key(dataset), []).append(dataset)
+    return list(groups.values())
+
+
+def _space_key(dataset: ReplayDataset) -> str:
+    rows = np.ascontiguousarray(dataset.candidates.values)
+    digest = hashlib.sha256(repr((dataset.names, dataset.kernel, dataset.problem_size)).encode())
+    for row in sorted(r.tobytes() for r in rows):
+        digest.update(row)
+    return digest.hexdigest()
+
+
+def as_task(dataset: ReplayDataset, columns: Sequence[int]) -> TaskData:
+    """A source GPU for the transfer strategy: its device features restricted to `columns`."""
+    vector = device_features(dataset).vector(FEATURE_NAMES)[list(columns)]
+    name = tr.dataset_device(dataset)
+    return TaskData(name, dataset.candidates.values, dataset.times, tuple(vector))
+
+
+def naive_baseline(target: ReplayDataset, sources: Sequence[ReplayDataset]) -> tuple[float, str]:
+    """The best normalized performance on `target` among the sources' best configurations."""
+    normalized = target.normalized()
+    best, whose = 0.0, ""
+    for source in sources:
+        if np.isnan(source.times).all():
+            continue
+        favourite = source.candidates.values[[np.nanargmin(source.times)]]
+        (row,) = tr.match_rows(target.candidates.values, favourite)
+        value = float(normalized[row]) if row >= 0 else 0.0
+        if value > best or not whose:
+            best, whose = value, tr.dataset_device(source)
+    return best, whose
+
+
+def transfer_bench(
+    datasets: Sequence[ReplayDataset],
+    *,
+    repeats: int = 100,
+    seed: int = 0,
+    cap: int | None = None,
+    workers: int | None = None,
+    options: dict[str, Any] | None = None,
+    on_run: Callable[[str, RunTrace], None] | None = None,
+) -> list[TransferRow]:
+    """Leave each GPU of each group out in turn (see the module docstring).
+
+    `options` go to the `transfer` strategy (lead, IterML's options, ...); IterML runs with
+    its defaults. AnnotuneError when a dataset shares its space with no other one or its
+    device features are unknown.
+    """
+    groups = group_by_space(datasets)
+    for group in groups:
+        if len(group) < 2:
+            raise AnnotuneError(
+                f"{group[0].name}: no other dataset given shares its space",
+                hint="leave-one-GPU-out needs at least two GPUs' results of the same space",
+            )
+        for dataset in group:
+            device_features(dataset)  # unknown features: fail before any run
+    rows = []
+    for group in groups:
+        for target in group:
+            rows.append(_leave_out(target, group, repeats, seed, cap, workers, options, on_run))
+    return rows
+
+
+def _leave_out(
+    target: ReplayDataset,
+    group: Sequence[ReplayDataset],
+    repeats: int,
+    seed: int,
+    cap: int | None,
+    workers: int | None,
+    options: dict[str, Any] | None,
+    on_run: Callable[[str, RunTrace], None] | None,
+) -> TransferRow:
+    sources = [d for d in group if d is not target]
+    all_columns = range(len(FEATURE_NAMES))
+    full = [as_task(s, all_columns) for s in sources]
+    target_full = device_features(target).vector(FEATURE_NAMES)
+    # One seeded selection and zero-shot fit per target: what one `annotune predict` does.
+    found = tr.transfer(
+        target.candidates, full, target_full, FEATURE_NAMES, rng=np.random.default_rng(seed)
+    )
+    if found is None:
+        raise AnnotuneError(f"{target.name}: no source GPU has a valid measurement")
+    selection = found.selection
+    zero_shot = float(target.normalized()[found.ranking[0]])
+    naive, naive_source = naive_baseline(target, sources)
+
+    prior = [as_task(s, selection.columns) for s in sources]
+    transfer_options = {
+        **(options or {}),
+        "prior": prior,
+        "task_features": tuple(target_full[list(selection.columns)]),
+    }
+    results = bench(
+        target,
+        ["transfer", "iterml"],
+        repeats=repeats,
+        seed=seed,
+        cap=cap,
+        options={"transfer": transfer_options},
+        workers=workers,
+        on_run=on_run,
+    )
+    by_name = {row.strategy: row for row in results}
+    return TransferRow(
+        dataset=target.name,
+        device=tr.dataset_device(target),
+        size=len(target),
+        sources=tuple(tr.dataset_device(s) for s in sources),
+        features=selection,
+        transfer=by_name["transfer"].standards,
+        iterml=by_name["iterml"].standards,
+        random=random_standards(target.normalized()),
+        one_percent=math.floor(ONE_PERCENT * len(target)),
+        cap=by_name["transfer"].cap,
+        zero_shot=zero_shot,
+        naive=naive,
+        naive_source=naive_source,
+    )

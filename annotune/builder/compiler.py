@@ -1,0 +1,188 @@
+"""Compiler commands: templates run without a shell, with a timeout, and nvcc's resource usage.
+
+A command is a list of argument templates. Placeholders, each a whole argument:
+`{source}`, `{output}`, `{defines}` (expands to the `-DNAME=V` flags) and `{includes}` (the
+`-I` flags annotune needs: its timing header and the source's own directory). Without
+`{defines}` or `{includes}`, they are inserted before `{source}`.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from annotune.core.diagnostics import AnnotuneError
+from annotune.core.records import KernelResources
+
+PRESETS: dict[str, tuple[str, ...]] = {
+    "nvcc": (
+        "nvcc",
+        "-O3",
+        "-Xptxas",
+        "-v",
+        "{includes}",
+        "{defines}",
+        "{source}",
+        "-o",
+        "{output}",
+    ),
+    "gcc": (
+        "gcc",
+        "-O2",
+        "-fopenacc",
+        "{includes}",
+        "{defines}",
+        "{source}",
+        "-o",
+        "{output}",
+        "-lm",
+    ),
+    "g++": ("g++", "-O2", "-fopenacc", "{includes}", "{defines}", "{source}", "-o", "{output}"),
+    "nvc": ("nvc", "-O2", "-acc", "{includes}", "{defines}", "{source}", "-o", "{output}"),
+    "nvc++": ("nvc++", "-O2", "-acc", "{includes}", "{defines}", "{source}", "-o", "{output}"),
+    "cc": ("cc", "-O2", "{includes}", "{defines}", "{source}", "-o", "{output}", "-lm"),
+    "c++": ("c++", "-O2", "{includes}", "{defines}", "{source}", "-o", "{output}"),
+}
+
+_PLACEHOLDER = re.compile(r"\{(\w+)\}")
+_KNOWN = {"source", "output", "defines", "includes"}
+
+
+@dataclass(frozen=True)
+class CompilerCommand:
+    """A compile command template; `argv` is what `describe()` shows and what keys the cache."""
+
+    argv: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if not self.argv:
+            raise AnnotuneError("the compile command is empty")
+        for arg in self.argv:
+            for name in _PLACEHOLDER.findall(arg):
+                if name not in _KNOWN:
+                    raise AnnotuneError(
+                        f"unknown placeholder {{{name}}} in the compile command "
+                        f"(known: {', '.join('{' + k + '}' for k in sorted(_KNOWN))})"
+                    )
+        for required in ("{source}", "{output}"):
+            if required not in self.argv:
+                raise AnnotuneError(f"the compile command needs a {required} argument")
+
+    @classmethod
+    def parse(cls, text: str) -> CompilerCommand:
+        """A preset name (`nvcc`, `gcc`, ...) or a command line split like a shell would."""
+        if text in PRESETS:
+            return cls(PRESETS[text])
+        try:
+            argv = tuple(shlex.split(text))
+        except ValueError as error:
+            raise AnnotuneError(f"cannot split the compile command: {error}") from None
+        return cls(_with_defaults(argv))
+
+    def render(
+        self, source: Path, output: Path, defines: list[str], includes: list[str]
+    ) -> list[str]:
+        expanded: list[str] = []
+        for arg in self.argv:
+            if arg == "{defines}":
+                expanded.extend(defines)
+            elif arg == "{includes}":
+                expanded.extend(f"-I{d}" for d in includes)
+            else:
+                expanded.append(
+                    arg.replace("{source}", str(source)).replace("{output}", str(output))
+                )
+        return expanded
+
+    def describe(self) -> str:
+        return shlex.join(self.argv)
+
+
+def _with_defaults(argv: tuple[str, ...]) -> tuple[str, ...]:
+    if "{source}" not in argv:
+        return argv
+    at = argv.index("{source}")
+    extra = tuple(p for p in ("{includes}", "{defines}") if p not in argv)
+    return argv[:at] + extra + argv[at:]
+
+
+def default_compiler(language: str) -> CompilerCommand:
+    """nvcc for CUDA; nvc/nvc++ -acc where installed, else gcc/g++ -fopenacc (host fallback)."""
+    if language == "cuda":
+        return CompilerCommand(PRESETS["nvcc"])
+    preferred = ("nvc", "gcc", "cc") if language == "c" else ("nvc++", "g++", "c++")
+    for name in preferred:
+        if shutil.which(PRESETS[name][0]):
+            return CompilerCommand(PRESETS[name])
+    return CompilerCommand(PRESETS[preferred[1]])
+
+
+@dataclass(frozen=True)
+class CompileResult:
+    ok: bool
+    seconds: float
+    error: str = ""
+    resources: dict[str, KernelResources] = field(default_factory=dict)
+
+
+def run_compiler(argv: list[str], timeout: float) -> CompileResult:
+    """Run one compile; failure (exit code, timeout, missing compiler) is data, not an exception."""
+    started = time.monotonic()
+    try:
+        done = subprocess.run(
+            argv, capture_output=True, text=True, errors="replace", timeout=timeout, check=False
+        )
+    except subprocess.TimeoutExpired:
+        return CompileResult(
+            False, time.monotonic() - started, f"compile timed out after {timeout:g} s"
+        )
+    except OSError as error:
+        return CompileResult(
+            False, time.monotonic() - started, f"cannot run {argv[0]}: {error.strerror}"
+        )
+    seconds = time.monotonic() - started
+    log = done.stdout + done.stderr
+    if done.returncode != 0:
+        return CompileResult(False, seconds, "compile failed: " + _first_error(log))
+    return CompileResult(True, seconds, resources=parse_ptxas(log))
+
+
+def _first_error(log: str) -> str:
+    lines = [line.strip() for line in log.splitlines() if line.strip()]
+    for line in lines:
+        if "error" in line.lower():
+            return line[:500]
+    return (lines[-1] if lines else "no output")[:500]
+
+
+_ENTRY = re.compile(r"ptxas info\s*: Compiling entry function '([^']+)'")
+_PROPERTIES = re.compile(r"ptxas info\s*: Function properties for (\S+)")
+_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_USED = re.compile(r"ptxas info\s*: Used (\d+) registers(.*)")
+_SMEM = re.compile(r"(\d+) bytes smem")
+
+
+def parse_ptxas(log: str) -> dict[str, KernelResources]:
+    """Per-kernel registers, shared memory and spills from `-Xptxas -v` output."""
+    found: dict[str, dict[str, int]] = {}
+    current = None
+    for line in log.splitlines():
+        if (match := _ENTRY.search(line)) or (match := _PROPERTIES.search(line)):
+            current = match.group(1)
+            found.setdefault(current, {})
+        elif current and (match := _FRAME.search(line)):
+            found[current].update(
+                stack_bytes=int(match.group(1)),
+                spill_stores=int(match.group(2)),
+                spill_loads=int(match.group(3)),
+            )
+        elif current and (match := _USED.search(line)):
+            found[current]["registers"] = int(match.group(1))
+            smem = _SMEM.search(match.group(2))
+            found[current]["shared_bytes"] = int(smem.group(1)) if smem else 0
+    return {name: KernelResources(**values) for name, values in found.items()}

@@ -1,0 +1,99 @@
+"""The source of one configuration: `-D` flags for guarded macros, rewritten copies for the rest.
+
+A guarded macro (`#ifndef NAME`) or a parameter with no #define is set with `-DNAME=V`. An
+unguarded `#define` or a pragma literal cannot be overridden that way, so those files are
+copied into the variant's directory with the default value's bytes replaced (libclang gave us
+their exact spans); the user's files are never touched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from annotune.annotate import Problem
+from annotune.core.records import Number
+
+
+@dataclass(frozen=True)
+class VariantSource:
+    """What a compile of one configuration needs: `-D` flags and the user's files.
+
+    `files` maps each of the user's files (the source and its local headers), relative to
+    `root`, to its bytes with this configuration's values written in; `rewritten` says whether
+    any file differs from the original (then all are copied together, so that every quoted
+    include finds the copy). `main` is the source to compile, relative to `root`.
+    """
+
+    params: dict[str, Number]
+    defines: tuple[str, ...]
+    files: dict[str, bytes]
+    rewritten: bool
+    root: Path
+    main: str
+
+    def digest(self) -> str:
+        """A hash of everything that defines this variant's text."""
+        h = hashlib.sha256()
+        for define in self.defines:
+            h.update(define.encode() + b"\0")
+        for name in sorted(self.files):
+            h.update(name.encode() + b"\0" + hashlib.sha256(self.files[name]).digest())
+        return h.hexdigest()
+
+
+def format_value(value: Number) -> str:
+    """A C literal for a parameter value (repr keeps floats exact)."""
+    return str(value) if isinstance(value, int) else repr(float(value))
+
+
+def source_root(problem: Problem) -> Path:
+    """The directory holding the source and every local header it includes."""
+    paths = [os.path.abspath(f) for f in problem.files]
+    return Path(os.path.commonpath([os.path.dirname(p) for p in paths]))
+
+
+def variant_source(
+    problem: Problem, params: dict[str, Number], originals: dict[str, bytes] | None = None
+) -> VariantSource:
+    """The flags and files that build `params` (`originals` caches the files' bytes)."""
+    root = source_root(problem)
+    originals = originals if originals is not None else read_files(problem)
+    defines: list[str] = []
+    edits: dict[str, list[tuple[int, int, bytes]]] = {}
+    for param in problem.params:
+        value = format_value(params[param.name])
+        if param.guarded or param.value_span is None:
+            defines.append(f"-D{param.name}={value}")
+        else:
+            span = param.value_span
+            edits.setdefault(span.file, []).append((span.start, span.end, value.encode()))
+    files: dict[str, bytes] = {}
+    for file, data in originals.items():
+        for start, end, text in sorted(edits.get(file, []), reverse=True):
+            data = data[:start] + text + data[end:]
+        files[os.path.relpath(os.path.abspath(file), root)] = data
+    main = os.path.relpath(os.path.abspath(problem.source), root)
+    return VariantSource(dict(params), tuple(defines), files, bool(edits), root, main)
+
+
+def read_files(problem: Problem) -> dict[str, bytes]:
+    return {file: Path(file).read_bytes() for file in problem.files}
+
+
+def materialize(variant: VariantSource, directory: Path) -> Path:
+    """The source file to compile: the original, or a rewritten copy under `directory`."""
+    if not variant.rewritten:
+        return variant.root / variant.main
+    for relative, data in variant.files.items():
+        target = directory / "src" / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    return directory / "src" / variant.main
+
+
+def original_include_dir(variant: VariantSource) -> str:
+    """The source's own directory, so includes that are not local copies still resolve."""
+    return str(variant.root / os.path.dirname(variant.main))

@@ -1,0 +1,1 @@
+"""The bottom layer: the records that flow between stages, located errors and safe file writes."""

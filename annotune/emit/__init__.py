@@ -1,0 +1,164 @@
+"""Generated headers: the tuned values of a source's parameters, one header per device.
+
+Tuned headers live at `OUT_DIR/<device-slug>/<stem>.h` (`tuned_header_path`; OUT_DIR defaults
+to `tuned/` beside the source) and are meant to be committed. Their text is deterministic (no
+timestamps, no absolute paths) so that re-tuning to the same result changes nothing in git,
+and `write_if_changed` leaves an unchanged file alone so that make does not rebuild.
+
+Every define is wrapped in `#ifndef NAME`, so a `-D NAME=...` on the command line still wins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import jinja2
+
+from annotune import __version__
+from annotune.annotate.problem import Problem, TunableParam
+from annotune.core.files import replace_atomically
+from annotune.core.records import Number
+from annotune.run.device import slugify
+
+TEMPLATE = "tuned_header.h.j2"
+TUNED_DIR = "tuned"
+PREDICTED = "predicted, not measured"
+"""What a header written from a model's prediction alone says of itself."""
+
+
+def tuned_header_path(source: Path, device: str, out_dir: Path | None = None) -> Path:
+    """Where the tuned header of `source` for `device` lives."""
+    base = out_dir if out_dir is not None else source.parent / TUNED_DIR
+    return base / slugify(device) / f"{source.stem}.h"
+
+
+@dataclass(frozen=True)
+class _Define:
+    name: str
+    value: str
+    note: str
+
+
+def render_header(
+    problem: Problem,
+    params: Mapping[str, Number],
+    *,
+    device: str,
+    space_size: int | None,
+    measurements: int,
+    default_time: float | None,
+    best_time: float | None,
+    tool_version: str,
+    predicted: bool = False,
+    note: str = "",
+) -> str:
+    """The tuned header: `params` (a value for every parameter of `problem`) and how they were
+    found. Times are in milliseconds; `predicted` says `best_time` is a model's estimate rather
+    than a measurement; `note` is one more line of the comment (`annotune predict` says there
+    that the values are `PREDICTED`). Raises ValueError when `params` does not name exactly the
+    parameters."""
+    names = [p.name for p in problem.params]
+    if set(params) != set(names):
+        missing = sorted(set(names) - set(params))
+        extra = sorted(set(params) - set(names))
+        raise ValueError(f"params must name every parameter: missing {missing}, extra {extra}")
+    best = _ms(best_time)
+    if best_time and default_time:
+        best += f" ({default_time / best_time:.2f}x the default's speed)"
+    if predicted:
+        best += f" ({PREDICTED})"
+    return _template().render(
+        defaults=False,
+        source=problem.source.name,
+        device=device,
+        tool_version=tool_version,
+        space_size="unknown" if space_size is None else f"{space_size}",
+        measurements=measurements,
+        default_time=_ms(default_time),
+        best_time=best,
+        note=note,
+        guard=_guard(problem.source),
+        params=[_define(p, params[p.name], problem.source.name) for p in problem.params],
+    )
+
+
+def render_defaults_header(
+    problem: Problem, *, device: str | None = None, tool_version: str = __version__
+) -> str:
+    """Every parameter at its default: the header for a device (named, if given) that has no
+    tuned one."""
+    return _template().render(
+        defaults=True,
+        source=problem.source.name,
+        device=device,
+        tool_version=tool_version,
+        guard=_guard(problem.source),
+        params=[_define(p, p.default, problem.source.name) for p in problem.params],
+    )
+
+
+def write_if_changed(path: Path, text: str) -> bool:
+    """Make `path` hold exactly `text` (UTF-8, newlines as given); True if it was written.
+
+    An unchanged file is not touched, so its mtime stays and make sees nothing new. Otherwise
+    the text goes to a temporary file unique to this call in the same directory, which is then
+    renamed over `path`: readers see the old file or the new one, never a partial one, even
+    with many writers at once (`make -j`).
+    """
+    data = text.encode("utf-8")
+    try:
+        if path.read_bytes() == data:
+            return False
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    replace_atomically(path, data)
+    return True
+
+
+@cache
+def _template() -> jinja2.Template:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("annotune.emit", "templates"),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["comment"] = _comment_safe
+    return env.get_template(TEMPLATE)
+
+
+def _define(param: TunableParam, value: Number, source_name: str) -> _Define:
+    note = f"{param.domain}; default {_c_value(param.default)}"
+    if not param.guarded:
+        note += f"; the source ignores this until `annotune lift {source_name}`"
+    return _Define(param.name, _c_value(value), note)
+
+
+def _c_value(value: Number) -> str:
+    """A C literal; a negative value in parentheses so that `X-1` expands safely."""
+    if hasattr(value, "item"):  # a numpy scalar
+        value = value.item()
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    text = repr(value)
+    return f"({text})" if text.startswith("-") else text
+
+
+def _ms(time: float | None) -> str:
+    return "not measured" if time is None else f"{time:.6g} ms"
+
+
+def _guard(source: Path) -> str:
+    stem = "".join(ch if ch.isascii() and ch.isalnum() else "_" for ch in source.stem.upper())
+    return f"ANNOTUNE_TUNED_{stem}_H"
+
+
+def _comment_safe(text: object) -> str:
+    """Text that cannot end the C comment it is put in, or break its line."""
+    return " ".join(str(text).replace("*/", "* /").split())

@@ -1,0 +1,223 @@
+"""Replay runner: "measure" a configuration by looking up its recorded time in a dataset.
+
+Two file formats are read:
+
+* Kernel Tuner cache files (`.json` or `.json.gz`): `tune_params_keys` gives the parameter
+  order and `cache` maps each configuration to a record whose `time` is a number, or one of the
+  strings `InvalidConfig`, `CompilationFailedConfig`, `RuntimeFailedConfig` for an invalid
+  configuration. A cache Kernel Tuner left unclosed (interrupted run: no final braces) is
+  read too.
+* T4 result files (the community "Open Autotuning Results" format): `results` is a list of
+  records with `configuration`, `objectives`, `measurements` (name/value/unit) and
+  `invalidity` ("correct" for a valid measurement; "compile", "runtime", "correctness",
+  "constraints" or "timeout" otherwise). When a configuration appears more than once, its
+  first record is used. `metadata` (as `annotune export` writes it) may name the `device`
+  and hold its `device_features`.
+
+Every configuration present in the file is the legal space. Invalid records become invalid
+results (time None, error = the marker), so strategies learn from them exactly as they would
+from a real failed compile or crash.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from annotune.core.diagnostics import AnnotuneError
+from annotune.core.records import Candidates, Result, normalized_performance
+
+
+@dataclass(frozen=True)
+class ReplayDataset:
+    """A recorded, complete tuning run: the space and each configuration's time.
+
+    `times[i]` is the recorded time of row i of `candidates.values` (NaN when invalid) and
+    `errors[i]` its invalid marker ("" when valid). Exact evaluation of a search uses
+    `normalized()`: best time / time, 0 for invalid configurations. `device`, `kernel` and
+    `problem_size` are what the file says about where and on what it was measured ("" and
+    () when it does not say), for learning across GPUs and problem sizes; `device_features`
+    the device's features as a T4 file's metadata stores them (`DeviceFeatures.to_json()`),
+    None when the file has none.
+    """
+
+    name: str
+    candidates: Candidates
+    times: np.ndarray
+    errors: tuple[str, ...]
+    device: str = ""
+    kernel: str = ""
+    problem_size: tuple[float, ...] = ()
+    device_features: dict | None = None
+
+    def __len__(self) -> int:
+        return len(self.candidates)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return self.candidates.names
+
+    @property
+    def best_time(self) -> float:
+        valid = self.times[~np.isnan(self.times)]
+        return float(valid.min()) if valid.size else math.nan
+
+    def normalized(self) -> np.ndarray:
+        """Normalized performance of every row: best time / its time (invalid = 0)."""
+        return normalized_performance(self.times)
+
+    def measure(self, indices: Sequence[int]) -> list[Result]:
+        """The runner interface: recorded results for `indices`, in order."""
+        out = []
+        for i in indices:
+            t = self.times[i]
+            invalid = np.isnan(t)
+            out.append(Result(int(i), None if invalid else float(t), self.errors[i]))
+        return out
+
+
+def load_replay(path: str | Path) -> ReplayDataset:
+    """Read a Kernel Tuner cache or T4 results file; AnnotuneError if it cannot be used."""
+    path = Path(path)
+    data = _read_json(path)
+    name = path.name.removesuffix(".gz").removesuffix(".json")
+    device, kernel, problem_size, device_features = "", "", (), None
+    if isinstance(data, dict) and isinstance(data.get("cache"), dict):
+        rows = _kernel_tuner_rows(data, path)
+        device = str(data.get("device_name") or "")
+        kernel = str(data.get("kernel_name") or "")
+        problem_size = _problem_size(data.get("problem_size"))
+        if not data.get("tune_params_keys"):
+            raise AnnotuneError(f"{path}: Kernel Tuner cache without tune_params_keys")
+        keys = [str(k) for k in data["tune_params_keys"]]
+    elif isinstance(data, dict) and isinstance(data.get("results"), list):
+        rows, keys = _t4_rows(data, path)
+        device, device_features = _t4_device(data)
+    else:
+        raise AnnotuneError(f"{path}: neither a Kernel Tuner cache nor a T4 results file")
+    if not rows:
+        raise AnnotuneError(f"{path}: the file holds no configurations")
+    values = _encode_values(rows, keys, path)
+    times = np.array([t for _, t, _ in rows], dtype=np.float64)
+    errors = tuple(e for _, _, e in rows)
+    return ReplayDataset(
+        name,
+        Candidates(values, tuple(keys)),
+        times,
+        errors,
+        device,
+        kernel,
+        problem_size,
+        device_features,
+    )
+
+
+def _problem_size(value: Any) -> tuple[float, ...]:
+    """Kernel Tuner's problem_size (a number or a list of numbers) as a tuple; else ()."""
+    items = value if isinstance(value, list) else [value]
+    if items and all(isinstance(v, int | float) and not isinstance(v, bool) for v in items):
+        return tuple(float(v) for v in items)
+    return ()
+
+
+Row = tuple[dict[str, Any], float, str]  # configuration, time (nan = invalid), error marker
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        raw = path.read_bytes()
+        if raw[:2] == b"\x1f\x8b":
+            raw = gzip.decompress(raw)
+        text = raw.decode("utf-8")
+    except FileNotFoundError:
+        raise AnnotuneError(f"{path}: no such file") from None
+    except (OSError, EOFError, UnicodeDecodeError) as error:
+        raise AnnotuneError(f"{path}: cannot read: {error}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        # Kernel Tuner writes its cache incrementally and closes it only at the end.
+        repaired = text.rstrip().rstrip(",") + "}}"
+        try:
+            return json.loads(repaired)
+        except json.JSONDecodeError:
+            raise AnnotuneError(f"{path}: not valid JSON: {error}") from None
+
+
+def _time_or_marker(value: Any) -> tuple[float, str]:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return math.nan, str(value) if value is not None else "missing time"
+    if not math.isfinite(value):
+        return math.nan, "non-finite time"
+    return float(value), ""
+
+
+def _kernel_tuner_rows(data: dict, path: Path) -> list[Row]:
+    objective = str(data.get("objective") or "time")
+    rows = []
+    for key, record in data["cache"].items():
+        if not isinstance(record, dict):
+            raise AnnotuneError(f"{path}: cache entry {key!r} is not an object")
+        time, error = _time_or_marker(record.get(objective))
+        rows.append((record, time, error))
+    return rows
+
+
+def _t4_rows(data: dict, path: Path) -> tuple[list[Row], list[str]]:
+    rows: list[Row] = []
+    seen: set[tuple] = set()
+    keys: list[str] | None = None
+    for n, record in enumerate(data["results"]):
+        config = record.get("configuration") if isinstance(record, dict) else None
+        if not isinstance(config, dict):
+            raise AnnotuneError(f"{path}: results[{n}] has no configuration object")
+        if keys is None:
+            keys = [str(k) for k in config]
+        ident = tuple(json.dumps(config.get(k)) for k in keys)
+        if ident in seen:
+            continue
+        seen.add(ident)
+        objective = (record.get("objectives") or ["time"])[0]
+        value = next(
+            (m.get("value") for m in record.get("measurements", []) if m.get("name") == objective),
+            None,
+        )
+        invalidity = str(record.get("invalidity", "correct"))
+        if invalidity != "correct":
+            rows.append((config, math.nan, invalidity))
+        else:
+            time, error = _time_or_marker(value)
+            rows.append((config, time, error))
+    return rows, keys or []
+
+
+def _t4_device(data: dict) -> tuple[str, dict | None]:
+    """The device name and features from a T4 file's `metadata`, ("", None) where absent."""
+    metadata = data.get("metadata")
+    if not isinstance(metadata, dict):
+        return "", None
+    features = metadata.get("device_features")
+    return str(metadata.get("device") or ""), features if isinstance(features, dict) else None
+
+
+def _encode_values(rows: list[Row], keys: list[str], path: Path) -> np.ndarray:
+    """The float matrix of parameter values; non-numeric values become their rank."""
+    values = np.empty((len(rows), len(keys)), dtype=np.float64)
+    for j, key in enumerate(keys):
+        try:
+            column = [config[key] for config, _, _ in rows]
+        except KeyError:
+            raise AnnotuneError(f"{path}: a configuration lacks parameter {key!r}") from None
+        if all(isinstance(v, int | float) for v in column):
+            values[:, j] = column
+        else:
+            levels = {v: r for r, v in enumerate(sorted({json.dumps(v) for v in column}))}
+            values[:, j] = [levels[json.dumps(v)] for v in column]
+    return values

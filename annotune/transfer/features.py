@@ -1,0 +1,425 @@
+"""Device features: numbers that describe a GPU, so that tuning data can move between GPUs.
+
+Architecture-adaptive tuning (Muralidharan et al., "Architecture-Adaptive Code Variant Tuning",
+ASPLOS 2016, §2-3) learns from measurements on *source* GPUs and predicts for a *target* GPU by
+appending each GPU's device features to the inputs of one model (feature concatenation, §3.1).
+The features must therefore mean the same on every GPU and come from where the paper takes them
+(§2): what the driver reports (their deviceQuery features) and published specifications (their
+"static" features). Both sources are here: `lookup` reads the table of published
+specifications in `annotune/transfer/gpus.toml` (source "table"), and `read_from_device` asks the
+live GPU (source "device"). `features_for(name)` picks the live GPU when `name` is this
+machine's GPU, else the table. Every value follows the conventions written at the top of
+gpus.toml, so a table entry and a live reading of the same GPU agree.
+
+Where we deviate from the paper's 13 features (Table 1), and why:
+
+* Added: `vendor_nvidia` and `compute_capability` (the generation: §6.1 finds the largest
+  changes in the best variant across generations), `multiprocessors` (parallelism, §6.1) and
+  `registers_per_block`.
+* `shared_per_block_kib` is the opt-in maximum one block may use, not the 48 KiB default that
+  deviceQuery prints: the default is the same on every NVIDIA GPU since Fermi (Table 1 shows 48
+  on all six GPUs) and so tells the GPUs apart not at all.
+* Dropped: global memory size and copy engines (they decide whether a problem fits and how
+  transfers overlap, not how fast a kernel runs), and the two atomic-latency microbenchmarks
+  (their "custom" features: they need the GPU itself, which the replay datasets' GPUs are not).
+* Device feature selection (P-DFS, CV-DFS, §3.3-3.4) is left to the model that uses these
+  features: which ones matter depends on the kernel (§2, Table 2).
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import re
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from annotune.run import device as devices
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+FEATURE_NAMES: tuple[str, ...] = (
+    "vendor_nvidia",
+    "compute_capability",
+    "multiprocessors",
+    "cores",
+    "core_clock_mhz",
+    "memory_clock_mhz",
+    "memory_bus_bits",
+    "memory_bandwidth_gbs",
+    "l2_kib",
+    "shared_per_block_kib",
+    "registers_per_block",
+    "peak_sp_gflops",
+    "peak_dp_gflops",
+)
+"""The numeric features, in the order of `DeviceFeatures.vector()`; units in gpus.toml."""
+
+SOURCES = ("table", "device")
+"""Where features come from: published specifications, or the GPU itself."""
+
+
+@dataclass(frozen=True)
+class DeviceFeatures:
+    """One GPU's features: `values` holds every FEATURE_NAMES key (more are allowed) as a float.
+
+    `name` is the GPU's canonical name (the table's, or what the driver reports) and
+    `architecture` its generation in words, e.g. "Ampere (sm_80)" or "CDNA2 (gfx90a)".
+    The values are copied and read-only.
+    """
+
+    name: str
+    architecture: str
+    values: Mapping[str, float] = field(hash=False)
+    source: str
+
+    def __post_init__(self) -> None:
+        if self.source not in SOURCES:
+            raise ValueError(f"source must be one of {SOURCES}, not {self.source!r}")
+        missing = [n for n in FEATURE_NAMES if n not in self.values]
+        if missing:
+            raise ValueError(f"{self.name}: missing device features {', '.join(missing)}")
+        values = {str(k): float(v) for k, v in self.values.items()}
+        infinite = [k for k, v in values.items() if not math.isfinite(v)]
+        if infinite:
+            raise ValueError(f"{self.name}: device features must be finite: {infinite}")
+        object.__setattr__(self, "values", MappingProxyType(values))
+
+    def vector(self, names: Sequence[str] = FEATURE_NAMES) -> np.ndarray:
+        """The values of `names`, in that order, as float64."""
+        return np.array([self.values[n] for n in names], dtype=np.float64)
+
+    def to_json(self) -> dict:
+        return {
+            "name": self.name,
+            "architecture": self.architecture,
+            "source": self.source,
+            "values": dict(self.values),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> DeviceFeatures:
+        """The inverse of `to_json`; ValueError when `data` is not such an object."""
+        try:
+            return cls(
+                name=str(data["name"]),
+                architecture=str(data["architecture"]),
+                values=dict(data["values"]),
+                source=str(data["source"]),
+            )
+        except (KeyError, TypeError, ValueError) as error:
+            raise ValueError(f"not a device-features object ({error})") from None
+
+
+def lookup(name: str) -> DeviceFeatures | None:
+    """The published specifications of the GPU called `name`, or None when the table lacks it.
+
+    Names are compared after dropping case, punctuation, spacing and vendor or brand words
+    ("NVIDIA", "GeForce", "Tesla", "AMD", "Radeon", "Instinct"), so "NVIDIA A100-PCIE-40GB",
+    "a100 pcie 40gb" and "A100-PCIe-40GB" are one GPU. Exact names are tried first, then the
+    aliases; a short name that fits several boards ("A100", "H100") is an alias of the default
+    variant documented in gpus.toml.
+    """
+    key = _key(name)
+    if not key:
+        return None
+    names, aliases = _index()
+    return names.get(key) or aliases.get(key)
+
+
+def table() -> tuple[DeviceFeatures, ...]:
+    """Every GPU of the table, in its order."""
+    names, _ = _index()
+    return tuple(names.values())
+
+
+def read_from_device(ordinal: int = 0) -> DeviceFeatures | None:
+    """The features of CUDA GPU `ordinal`, read from the GPU; None when there is none.
+
+    Tried in turn: pycuda's device attributes, the same attributes through NVIDIA's
+    cuda-python (what the lent GPU machines ship), and last `nvidia-smi` merged over the
+    table entry of the name it reports (nvidia-smi knows no SM count, bus width or cache size).
+    What the driver does not report is derived: FP32 lanes from the SM count and the lanes per
+    SM of the compute capability, bandwidth = 2 * memory clock * bus / 8, peak FP32 =
+    2 * lanes * clock, peak FP64 from the architecture's FP64:FP32 ratio. None also when the
+    GPU is neither in those per-architecture constants nor in the table. Never raises for a
+    missing driver or library; a hanging nvidia-smi is given up after
+    `devices.NVIDIA_SMI_TIMEOUT_S`.
+    """
+    for reader in (_read_pycuda, _read_cuda_python):
+        found = reader(ordinal)
+        if found is not None:
+            return _from_attributes(*found)
+    return _read_nvidia_smi(ordinal)
+
+
+def features_for(name: str) -> DeviceFeatures | None:
+    """The features of the GPU called `name`: read from the device when it is this machine's
+    GPU (`devices.gpu_name()`), else from the table; None when neither knows it."""
+    if _key(name) and name.strip() == devices.gpu_name():
+        live = read_from_device(0)
+        # CUDA may number GPUs differently from nvidia-smi on a machine with several kinds.
+        if live is not None and _key(live.name) == _key(name):
+            return live
+    return lookup(name)
+
+
+# --- the table ---
+
+_VENDOR_WORDS = frozenset(
+    {"nvidia", "geforce", "tesla", "quadro", "amd", "ati", "radeon", "instinct"}
+)
+_MARKS = re.compile(r"\((?:r|tm|c)\)|[®™©]")
+_WORDS = re.compile(r"[a-z]+|[0-9]+")
+_ENTRY_KEYS = frozenset({"name", "aliases", "architecture", *FEATURE_NAMES})
+
+
+def _key(name: str) -> str:
+    """The comparable form of a GPU name: "NVIDIA A100-PCIE-40GB" -> "a 100 pcie 40 gb".
+
+    Letters and digits are split apart, so "80GB" and "80 GB" (or "A100PCIE") agree.
+    """
+    words = _WORDS.findall(_MARKS.sub(" ", name.lower()))
+    return " ".join(w for w in words if w not in _VENDOR_WORDS)
+
+
+@cache
+def _index() -> tuple[dict[str, DeviceFeatures], dict[str, DeviceFeatures]]:
+    """gpus.toml by the key of each exact name, and by the key of each alias.
+
+    A broken table is a bug in annotune, not a user error: ValueError, caught by the tests.
+    """
+    text = resources.files("annotune.transfer").joinpath("gpus.toml").read_text(encoding="utf-8")
+    names: dict[str, DeviceFeatures] = {}
+    aliases: dict[str, DeviceFeatures] = {}
+    for entry in tomllib.loads(text)["gpu"]:
+        unknown = set(entry) - _ENTRY_KEYS
+        if unknown:
+            raise ValueError(f"gpus.toml: {entry.get('name')}: unknown keys {sorted(unknown)}")
+        features = DeviceFeatures(
+            name=entry["name"],
+            architecture=entry["architecture"],
+            values={n: entry[n] for n in FEATURE_NAMES if n in entry},
+            source="table",
+        )
+        words = [(names, entry["name"])] + [(aliases, a) for a in entry.get("aliases", [])]
+        for index, word in words:
+            key = _key(word)
+            if key in names or key in aliases:
+                raise ValueError(f"gpus.toml: {word!r} names more than one entry")
+            index[key] = features
+    return names, aliases
+
+
+# --- the live GPU ---
+
+_ATTRIBUTES = (
+    "COMPUTE_CAPABILITY_MAJOR",
+    "COMPUTE_CAPABILITY_MINOR",
+    "MULTIPROCESSOR_COUNT",
+    "CLOCK_RATE",  # kHz
+    "MEMORY_CLOCK_RATE",  # kHz
+    "GLOBAL_MEMORY_BUS_WIDTH",  # bits
+    "L2_CACHE_SIZE",  # bytes
+    "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN",  # bytes
+    "MAX_SHARED_MEMORY_PER_BLOCK",  # bytes: the 48 KiB default, used when opt-in is unknown
+    "MAX_REGISTERS_PER_BLOCK",
+)
+"""CUDA device attributes read from a live GPU (pycuda drops the CU_DEVICE_ATTRIBUTE_ prefix)."""
+
+Attributes = dict[str, int]
+
+# FP32 lanes per SM and FP64:FP32 throughput, from the CUDA C++ Programming Guide's table of
+# arithmetic instruction throughput per compute capability: by (major, minor), else by major.
+_LANES_PER_SM = {(6, 0): 64, (8, 0): 64}
+_LANES_PER_SM_BY_MAJOR = {5: 128, 6: 128, 7: 64, 8: 128, 9: 128, 10: 128, 12: 128}
+_FP64_RATIO = {(6, 0): 1 / 2, (7, 0): 1 / 2, (8, 0): 1 / 2, (9, 0): 1 / 2, (10, 0): 1 / 2}
+_FP64_RATIO_BY_MAJOR = {5: 1 / 32, 6: 1 / 32, 7: 1 / 32, 8: 1 / 64, 12: 1 / 64}
+_FAMILY = {(7, 5): "Turing", (8, 9): "Ada Lovelace"}
+_FAMILY_BY_MAJOR = {
+    5: "Maxwell",
+    6: "Pascal",
+    7: "Volta",
+    8: "Ampere",
+    9: "Hopper",
+    10: "Blackwell",
+    12: "Blackwell",
+}
+
+
+def _per_architecture(exact: dict, by_major: dict, major: int, minor: int) -> Any:
+    return exact.get((major, minor), by_major.get(major))
+
+
+def _from_attributes(name: str, attributes: Attributes) -> DeviceFeatures | None:
+    """Features from CUDA device attributes; what they lack comes from the table entry."""
+    major = attributes.get("COMPUTE_CAPABILITY_MAJOR")
+    minor = attributes.get("COMPUTE_CAPABILITY_MINOR")
+    if major is None or minor is None:
+        return None
+    entry = lookup(name)
+    known = dict(entry.values) if entry is not None else {}
+
+    def reported(attribute: str, unit: float = 1.0) -> float | None:
+        value = attributes.get(attribute)
+        return value / unit if value else None  # 0: the driver does not know
+
+    values: dict[str, float | None] = {
+        "vendor_nvidia": 1.0,
+        "compute_capability": major + minor / 10,
+        "multiprocessors": reported("MULTIPROCESSOR_COUNT"),
+        "core_clock_mhz": reported("CLOCK_RATE", 1000),
+        "memory_clock_mhz": reported("MEMORY_CLOCK_RATE", 1000),
+        "memory_bus_bits": reported("GLOBAL_MEMORY_BUS_WIDTH"),
+        "l2_kib": reported("L2_CACHE_SIZE", 1024),
+        "shared_per_block_kib": reported("MAX_SHARED_MEMORY_PER_BLOCK_OPTIN", 1024),
+        "registers_per_block": reported("MAX_REGISTERS_PER_BLOCK"),
+    }
+    for feature, value in values.items():
+        if value is None:
+            values[feature] = known.get(feature)
+    if values["shared_per_block_kib"] is None:
+        values["shared_per_block_kib"] = reported("MAX_SHARED_MEMORY_PER_BLOCK", 1024)
+
+    lanes = _per_architecture(_LANES_PER_SM, _LANES_PER_SM_BY_MAJOR, major, minor)
+    sms = values["multiprocessors"]
+    cores = sms * lanes if sms is not None and lanes else known.get("cores")
+    ratio = _per_architecture(_FP64_RATIO, _FP64_RATIO_BY_MAJOR, major, minor)
+    if ratio is None and known:
+        ratio = known["peak_dp_gflops"] / known["peak_sp_gflops"]
+    if cores is None or ratio is None or any(v is None for v in values.values()):
+        return None
+    clock, memory = values["core_clock_mhz"], values["memory_clock_mhz"]
+    values["cores"] = cores
+    values["memory_bandwidth_gbs"] = 2 * memory * values["memory_bus_bits"] / 8 / 1000
+    values["peak_sp_gflops"] = 2 * cores * clock / 1000
+    values["peak_dp_gflops"] = values["peak_sp_gflops"] * ratio
+    if entry is not None:
+        architecture = entry.architecture
+    else:
+        family = _per_architecture(_FAMILY, _FAMILY_BY_MAJOR, major, minor)
+        architecture = f"{family} (sm_{major}{minor})" if family else f"sm_{major}{minor}"
+    return DeviceFeatures(name, architecture, values, "device")
+
+
+def _read_pycuda(ordinal: int) -> tuple[str, Attributes] | None:
+    """The GPU's name and attributes through pycuda; None without pycuda, driver or GPU."""
+    try:
+        cuda = importlib.import_module("pycuda.driver")
+    except ImportError:
+        return None
+    try:
+        cuda.init()
+        device = cuda.Device(ordinal)
+        attributes = {}
+        for key in _ATTRIBUTES:
+            attribute = getattr(cuda.device_attribute, key, None)  # older pycuda lacks some
+            if attribute is not None:
+                attributes[key] = int(device.get_attribute(attribute))
+        return str(device.name()), attributes
+    except Exception:  # noqa: BLE001  (pycuda.driver.Error, or no libcuda at all)
+        return None
+
+
+def _read_cuda_python(ordinal: int) -> tuple[str, Attributes] | None:
+    """The same through cuda-python's driver API, whose calls return (CUresult, value)."""
+    driver = None
+    for module in ("cuda.bindings.driver", "cuda.cuda"):  # cuda-bindings >= 12.6, older
+        try:
+            driver = importlib.import_module(module)
+            break
+        except ImportError:
+            continue
+    if driver is None:
+        return None
+    try:
+        success = driver.CUresult.CUDA_SUCCESS
+        if driver.cuInit(0)[0] != success:
+            return None
+        error, device = driver.cuDeviceGet(ordinal)
+        if error != success:
+            return None
+        error, name = driver.cuDeviceGetName(256, device)
+        if error != success:
+            return None
+        attributes = {}
+        for key in _ATTRIBUTES:
+            attribute = getattr(driver.CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_{key}", None)
+            if attribute is None:
+                continue
+            error, value = driver.cuDeviceGetAttribute(attribute, device)
+            if error == success:
+                attributes[key] = int(value)
+        return name.split(b"\0", 1)[0].decode(), attributes
+    except Exception:  # noqa: BLE001  (without libcuda, cuda-bindings raises rather than returns)
+        return None
+
+
+_SMI_FIELDS = "name,clocks.max.sm,clocks.max.memory"
+
+
+def _read_nvidia_smi(ordinal: int) -> DeviceFeatures | None:
+    """The table entry of the GPU nvidia-smi names, with the clocks it reports.
+
+    nvidia-smi's maximum SM clock is the firmware's ceiling, which on GeForce boards lies far
+    above the rated boost clock that the table and CUDA report (2100 against 1695 MHz on an RTX
+    3090); it is used only when lower, i.e. on a board clocked below its published boost. The
+    memory clock is the same quantity as the table's. Peak FLOPS and bandwidth follow the
+    clocks in proportion.
+    """
+    try:
+        done = subprocess.run(
+            [
+                "nvidia-smi",
+                f"--query-gpu={_SMI_FIELDS}",
+                "--format=csv,noheader,nounits",
+                "-i",
+                str(ordinal),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=devices.NVIDIA_SMI_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = [line for line in done.stdout.splitlines() if line.strip()]
+    if done.returncode != 0 or not lines:
+        return None
+    fields = [f.strip() for f in lines[0].rsplit(",", 2)]
+    if len(fields) != 3:
+        return None
+    name, sm_clock, memory_clock = fields[0], _megahertz(fields[1]), _megahertz(fields[2])
+    entry = lookup(name)
+    if entry is None:
+        return None
+    values = dict(entry.values)
+    if sm_clock is not None and sm_clock < values["core_clock_mhz"]:
+        scale = sm_clock / values["core_clock_mhz"]
+        values["core_clock_mhz"] = sm_clock
+        values["peak_sp_gflops"] *= scale
+        values["peak_dp_gflops"] *= scale
+    if memory_clock is not None:
+        values["memory_bandwidth_gbs"] *= memory_clock / values["memory_clock_mhz"]
+        values["memory_clock_mhz"] = memory_clock
+    return DeviceFeatures(name, entry.architecture, values, "device")
+
+
+def _megahertz(text: str) -> float | None:
+    """A clock from nvidia-smi, or None for "[N/A]", "[Not Supported]" and the like."""
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value > 0 else None

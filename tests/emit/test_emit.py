@@ -1,0 +1,163 @@
+"""Generated headers: deterministic text that the C preprocessor reads as intended, and
+writes that leave an unchanged file alone."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from annotune.annotate import read_problem
+from annotune.emit import (
+    render_defaults_header,
+    render_header,
+    tuned_header_path,
+    write_if_changed,
+)
+
+TUNED = {"BLOCK_X": 64, "BLOCK_Y": 8, "UNROLL": 1}
+
+
+@pytest.fixture(scope="module")
+def problem():
+    return read_problem(Path(__file__).parents[1] / "data" / "stencil" / "stencil.cu")
+
+
+def tuned(problem, **overrides) -> str:
+    arguments = dict(
+        device="NVIDIA A100-PCIE-40GB",
+        space_size=42,
+        measurements=17,
+        default_time=2.5,
+        best_time=1.25,
+        tool_version="9.9.9",
+    )
+    return render_header(problem, TUNED, **{**arguments, **overrides})
+
+
+def macros(header: Path, *defines: str) -> dict[str, str]:
+    """What the C preprocessor defines after force-including `header`."""
+    out = subprocess.run(
+        ["cpp", "-dM", "-include", str(header), *defines, "/dev/null"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return {
+        parts[1]: parts[2] if len(parts) > 2 else ""
+        for parts in (line.split(None, 2) for line in out.splitlines())
+    }
+
+
+def test_header_states_how_it_was_found(problem):
+    text = tuned(problem)
+    assert text == tuned(problem)  # deterministic: no timestamps
+    for expected in (
+        "annotune 9.9.9",
+        "stencil.cu",
+        "NVIDIA A100-PCIE-40GB",
+        "42 configurations",
+        "measurements:  17",
+        "default time:  2.5 ms",
+        "best time:     1.25 ms (2.00x",
+    ):
+        assert expected in text
+    assert str(problem.source.parent) not in text  # no machine-specific paths
+    assert "predicted" in tuned(problem, predicted=True)
+    assert "not measured" in tuned(problem, default_time=None, best_time=None)
+
+
+def test_every_parameter_is_an_overridable_define(problem, tmp_path):
+    if shutil.which("cpp") is None:
+        pytest.skip("no C preprocessor")
+    header = tmp_path / "stencil.h"
+    header.write_text(tuned(problem, device="evil */ #define BLOCK_X 1 /*"))
+    assert {name: macros(header)[name] for name in TUNED} == {
+        "BLOCK_X": "64",
+        "BLOCK_Y": "8",
+        "UNROLL": "1",
+    }
+    assert macros(header, "-DBLOCK_X=7")["BLOCK_X"] == "7"
+    assert "ANNOTUNE_TUNED_STENCIL_H" in macros(header)
+
+
+def test_defaults_header_holds_the_source_defaults(problem, tmp_path):
+    if shutil.which("cpp") is None:
+        pytest.skip("no C preprocessor")
+    header = tmp_path / "stencil.h"
+    header.write_text(render_defaults_header(problem, device="cpu-x"))
+    assert "no tuned header exists for cpu-x" in header.read_text()
+    assert {name: macros(header)[name] for name in TUNED} == {
+        "BLOCK_X": "32",
+        "BLOCK_Y": "4",
+        "UNROLL": "3",
+    }
+
+
+def test_values_are_c_literals(problem):
+    text = render_header(
+        problem,
+        {"BLOCK_X": -4, "BLOCK_Y": 0.5, "UNROLL": 3.0},
+        device="d",
+        space_size=None,
+        measurements=0,
+        default_time=None,
+        best_time=None,
+        tool_version="1",
+    )
+    assert "#define BLOCK_X (-4) " in text
+    assert "#define BLOCK_Y 0.5 " in text
+    assert "#define UNROLL 3 " in text
+
+
+def test_params_must_name_exactly_the_parameters(problem):
+    with pytest.raises(ValueError, match=r"missing \['UNROLL'\], extra \['OTHER'\]"):
+        render_header(
+            problem,
+            {"BLOCK_X": 64, "BLOCK_Y": 8, "OTHER": 1},
+            device="d",
+            space_size=1,
+            measurements=1,
+            default_time=1.0,
+            best_time=1.0,
+            tool_version="1",
+        )
+
+
+def test_tuned_header_path_uses_the_device_slug():
+    source = Path("src/gemm.cu")
+    assert tuned_header_path(source, "NVIDIA A100-PCIE-40GB") == Path(
+        "src/tuned/nvidia-a100-pcie-40gb/gemm.h"
+    )
+    assert tuned_header_path(source, "cpu-x", Path("out")) == Path("out/cpu-x/gemm.h")
+
+
+def test_write_if_changed_leaves_an_unchanged_file_alone(tmp_path):
+    path = tmp_path / "new" / "dir" / "gemm.h"
+    assert write_if_changed(path, "#define A 1\r\n")
+    assert path.read_bytes() == b"#define A 1\r\n"  # newlines exactly as given
+    before = os.stat(path)
+    assert not write_if_changed(path, "#define A 1\r\n")
+    after = os.stat(path)
+    assert (after.st_mtime_ns, after.st_ino) == (before.st_mtime_ns, before.st_ino)
+
+    assert write_if_changed(path, "#define A 2\n")
+    assert path.read_text() == "#define A 2\n"
+    assert os.stat(path).st_ino != before.st_ino  # replaced by rename, not rewritten in place
+    assert os.listdir(path.parent) == ["gemm.h"]  # no temporary file left behind
+
+
+def test_written_files_get_ordinary_permissions(tmp_path):
+    path = tmp_path / "gemm.h"
+    old = os.umask(0o022)
+    try:
+        write_if_changed(path, "x\n")
+    finally:
+        os.umask(old)
+    assert path.stat().st_mode & 0o777 == 0o644  # not mkstemp's 0600
+    path.chmod(0o664)
+    write_if_changed(path, "y\n")
+    assert path.stat().st_mode & 0o777 == 0o664  # a replaced file keeps its mode

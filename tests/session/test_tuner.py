@@ -1,0 +1,198 @@
+"""The tuning loop on a program whose timings and failures are known in advance."""
+
+from __future__ import annotations
+
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from annotune.annotate import read_problem
+from annotune.builder import CompilerCommand
+from annotune.core.records import Measurement
+from annotune.results.database import Database, StudyKey, default_db_path
+from annotune.run.program import RunSpec
+from annotune.session.tuner import GIVE_UP_AFTER, TuneOptions, tune
+from annotune.transfer.features import lookup
+
+pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
+
+
+@pytest.fixture
+def workdir(tmp_path, data_dir, monkeypatch):
+    shutil.copy(data_dir / "synthetic" / "synthetic.c", tmp_path / "synthetic.c")
+    monkeypatch.setenv("ANNOTUNE_TEST_LOG", str(tmp_path / "runs.log"))
+    return tmp_path
+
+
+def options(**overrides) -> TuneOptions:
+    base = dict(
+        strategy="exhaustive",
+        budget=26,
+        device="test-device",
+        compiler=CompilerCommand.parse("gcc"),
+        run=RunSpec(timeout=1.0, warmup=0, repeats=1),
+    )
+    return TuneOptions(**{**base, **overrides})
+
+
+def runs(workdir: Path) -> Counter:
+    return Counter((workdir / "runs.log").read_text().split("\n")[:-1])
+
+
+def test_every_kind_of_failure_is_recorded_and_tuning_goes_on(workdir):
+    report = tune(read_problem(workdir / "synthetic.c"), options())
+    assert report.evaluations == 26 and report.reused == 0
+    assert report.best.params == {"X": 3, "Y": 2} and report.best.time == 10.0
+    assert report.default.params == {"X": 1, "Y": 2} and report.default.time == 14.0
+    with Database(report.db_path) as db:
+        (study,) = db.studies()
+        failures = {
+            (m.params["X"], m.params["Y"]): (m.status, m.error)
+            for m in db.measurements(study)
+            if m.status != "ok"
+        }
+    assert report.invalid == len(failures) == 4
+    assert failures[(5, 1)][0] == "compile_error" and "does not compile" in failures[(5, 1)][1]
+    assert failures[(6, 1)][0] == "runtime_error" and "signal 6" in failures[(6, 1)][1]
+    assert failures[(7, 1)][0] == "timeout"
+    assert failures[(8, 1)][0] == "wrong_output"
+    assert {(k.status, k.count) for k in report.failures} == {
+        (status, 1) for status, _ in failures.values()
+    }
+    for kind in report.failures:
+        assert failures[(kind.params["X"], kind.params["Y"])] == (kind.status, kind.error)
+
+
+FAILING_ROWS = """#include <stdio.h>
+#include "annotune_timing.h"
+#ifndef X
+#define X 1 // @tune range(1, 8)
+#endif
+int main(void) {
+  if (X > 3) {
+    fprintf(stderr, "wrong result at (%d, %d)\\n", X, 2 * X);
+    return 1;
+  }
+  printf("annotune-time-ms: %d\\n", 10 - X);
+  return 0;
+}
+"""
+
+
+def test_failures_that_differ_only_in_numbers_are_one_kind(tmp_path):
+    (tmp_path / "rows.c").write_text(FAILING_ROWS)
+    report = tune(read_problem(tmp_path / "rows.c"), options(budget=8))
+    assert report.invalid == 5
+    (kind,) = report.failures
+    assert kind.status == "runtime_error" and kind.count == 5
+    x = kind.params["X"]
+    assert x > 3 and kind.error == f"exited with code 1: wrong result at ({x}, {2 * x})"
+    assert not report.gave_up  # some configurations work
+
+
+ALWAYS_FAILS = """#include <stdio.h>
+#ifndef X
+#define X 1 // @tune range(1, 40)
+#endif
+int main(void) {
+  fprintf(stderr, "no CUDA-capable device is detected (config %d)\\n", X);
+  return 1;
+}
+"""
+
+
+def test_the_search_stops_when_every_configuration_fails_the_same_way(tmp_path):
+    (tmp_path / "broken.c").write_text(ALWAYS_FAILS)
+    report = tune(read_problem(tmp_path / "broken.c"), options(budget=40, jobs=2))
+    assert report.gave_up and report.best is None and report.header is None
+    (kind,) = report.failures
+    assert kind.count == report.evaluations
+    assert GIVE_UP_AFTER <= report.evaluations < GIVE_UP_AFTER + 2  # at most one batch more
+    assert report.to_json()["gave_up"] is True
+
+
+def test_the_header_is_written_and_compiles_into_the_program(workdir):
+    report = tune(read_problem(workdir / "synthetic.c"), options())
+    assert report.header == workdir / "tuned" / "test-device" / "synthetic.h"
+    text = report.header.read_text()
+    assert "#define X 3" in text and "#define Y 2" in text
+    import subprocess
+
+    binary = workdir / "tuned-program"
+    subprocess.run(
+        [
+            "gcc",
+            "-include",
+            str(report.header),
+            "-DANNOTUNE_NO_TIMING",
+            "-I",
+            str(workdir),
+            str(workdir / "synthetic.c"),
+            "-o",
+            str(binary),
+            f"-I{Path(__file__).parents[2] / 'annotune' / 'include'}",
+        ],
+        check=True,
+    )
+    out = subprocess.run([str(binary)], capture_output=True, text=True, check=True).stdout
+    assert "X=3" in out  # the guarded parameter takes the tuned value
+
+
+def test_a_second_run_reuses_everything_and_runs_nothing_again(workdir):
+    problem = read_problem(workdir / "synthetic.c")
+    first = tune(problem, options(budget=12, strategy="random", seed=3))
+    ran = runs(workdir)
+    second = tune(problem, options(budget=12, strategy="random", seed=3))
+    assert second.reused == second.evaluations == first.evaluations == 12
+    assert runs(workdir) == ran
+    assert second.best == first.best
+
+
+def test_fresh_measures_again_and_a_changed_source_starts_a_new_study(workdir):
+    problem = read_problem(workdir / "synthetic.c")
+    tune(problem, options(budget=3, strategy="random"))
+    again = tune(problem, options(budget=3, strategy="random", fresh=True))
+    assert again.reused == 0
+    source = workdir / "synthetic.c"
+    source.write_text(source.read_text() + "\n/* edited */\n")
+    changed = tune(read_problem(source), options(budget=3, strategy="random"))
+    assert changed.reused == 0
+
+
+def test_ctrl_c_keeps_results_and_writes_the_best_so_far(workdir, monkeypatch):
+    problem = read_problem(workdir / "synthetic.c")
+    seen = []
+
+    def interrupt_after_five(progress):
+        seen.append(progress.evaluations)
+        if progress.evaluations == 5:
+            raise KeyboardInterrupt
+
+    report = tune(problem, options(strategy="random"), on_progress=interrupt_after_five)
+    assert report.interrupted
+    assert report.evaluations == 5
+    assert report.header is not None and report.header.exists()
+    resumed = tune(problem, options(strategy="random"))
+    assert resumed.reused >= 5
+
+
+def test_iterml_finds_the_optimum_with_fewer_measurements_than_the_space(workdir):
+    report = tune(read_problem(workdir / "synthetic.c"), options(strategy="iterml", budget=16))
+    assert report.evaluations <= 16
+    assert report.best.time <= 10.5
+
+
+def test_without_the_target_gpus_features_it_warns_and_searches_alone(workdir):
+    """Another GPU's study is there, but "test-device" has no known device features."""
+    problem = read_problem(workdir / "synthetic.c")
+    key = StudyKey.for_problem(problem, device="NVIDIA A100-PCIE-40GB", build={})
+    with Database(default_db_path(problem.source)) as db:
+        study = db.open_study(key, device_features=lookup("NVIDIA A100-PCIE-40GB").to_json())
+        db.record(study, Measurement({"X": 4, "Y": 2}, "ok", 1.0))
+    report = tune(problem, options(strategy="iterml", budget=3))
+    assert report.to_json()["transfer"] is None
+    (warning,) = report.warnings
+    assert "no device features known for 'test-device'" in warning
+    assert "NVIDIA A100-PCIE-40GB" in warning
