@@ -23,6 +23,7 @@ from annotune.annotate.frontend import ANNOTUNE_INCLUDE_DIR
 from annotune.builder.compiler import (
     CompilerCommand,
     CompileResult,
+    cubin_compiler,
     default_compiler,
     run_compiler,
 )
@@ -35,7 +36,7 @@ from annotune.builder.variants import (
 )
 from annotune.core.records import BuildResult, KernelResources, Number
 
-__all__ = ["BuildResult", "Builder", "CompilerCommand", "default_compiler"]
+__all__ = ["Builder", "CompilerCommand", "cubin_compiler", "default_compiler"]
 
 _RESULT_FILE = "result.json"
 _PROGRAM = "program"

@@ -186,3 +186,27 @@ def parse_ptxas(log: str) -> dict[str, KernelResources]:
             smem = _SMEM.search(match.group(2))
             found[current]["shared_bytes"] = int(smem.group(1)) if smem else 0
     return {name: KernelResources(**values) for name, values in found.items()}
+
+
+def cubin_compiler(compute_capability: tuple[int, int]) -> CompilerCommand:
+    """nvcc making a cubin for a GPU of this compute capability, with ptxas's resource report.
+
+    A cubin runs only on its own architecture (and later minor versions of it), so the command
+    is made from the device the runner measures on: `backend.compute_capability()`.
+    """
+    major, minor = compute_capability
+    return CompilerCommand(
+        (
+            "nvcc",
+            "-cubin",
+            f"-arch=sm_{major}{minor}",
+            "-O3",
+            "-Xptxas",
+            "-v",
+            "{includes}",
+            "{defines}",
+            "{source}",
+            "-o",
+            "{output}",
+        )
+    )

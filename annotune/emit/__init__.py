@@ -10,6 +10,8 @@ Every define is wrapped in `#ifndef NAME`, so a `-D NAME=...` on the command lin
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -21,7 +23,6 @@ from annotune import __version__
 from annotune.annotate.problem import Problem, TunableParam
 from annotune.core.files import replace_atomically
 from annotune.core.records import Number
-from annotune.run.device import slugify
 
 TEMPLATE = "tuned_header.h.j2"
 TUNED_DIR = "tuned"
@@ -162,3 +163,21 @@ def _guard(source: Path) -> str:
 def _comment_safe(text: object) -> str:
     """Text that cannot end the C comment it is put in, or break its line."""
     return " ".join(str(text).replace("*/", "* /").split())
+
+
+_MARKS = re.compile(r"\((r|tm|c)\)|[®™©]")
+_UNSAFE = re.compile(r"[^a-z0-9.]+")
+
+
+def slugify(name: str) -> str:
+    """A lowercase file name for a device name: letters, digits, '.' and single '-'.
+
+    "NVIDIA A100-PCIE-40GB" -> "nvidia-a100-pcie-40gb";
+    "cpu-Intel(R) Xeon(R) Gold 6230 CPU @ 2.10GHz" -> "cpu-intel-xeon-gold-6230-cpu-2.10ghz".
+    Trademark signs are dropped; the slug never starts or ends with '.' or '-'.
+    """
+    text = _MARKS.sub("", name.lower())
+    text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
+    slug = _UNSAFE.sub("-", text).strip("-.")
+    slug = re.sub(r"\.{2,}", ".", slug)
+    return slug or "unknown"

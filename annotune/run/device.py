@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import os
 import platform
-import re
 import subprocess
-import unicodedata
 from pathlib import Path
 
 DEVICE_ENV = "ANNOTUNE_DEVICE"
@@ -64,19 +62,3 @@ def cpu_name(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
     return f"cpu-{' '.join(model.split())}"
 
 
-_MARKS = re.compile(r"\((r|tm|c)\)|[®™©]")
-_UNSAFE = re.compile(r"[^a-z0-9.]+")
-
-
-def slugify(name: str) -> str:
-    """A lowercase file name for a device name: letters, digits, '.' and single '-'.
-
-    "NVIDIA A100-PCIE-40GB" -> "nvidia-a100-pcie-40gb";
-    "cpu-Intel(R) Xeon(R) Gold 6230 CPU @ 2.10GHz" -> "cpu-intel-xeon-gold-6230-cpu-2.10ghz".
-    Trademark signs are dropped; the slug never starts or ends with '.' or '-'.
-    """
-    text = _MARKS.sub("", name.lower())
-    text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
-    slug = _UNSAFE.sub("-", text).strip("-.")
-    slug = re.sub(r"\.{2,}", ".", slug)
-    return slug or "unknown"

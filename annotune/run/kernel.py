@@ -30,42 +30,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from annotune.annotate.kernel import KernelSpec, Launch, LaunchArg, LaunchError
-from annotune.builder import CompilerCommand
 from annotune.core.diagnostics import AnnotuneError
 from annotune.core.records import BuildResult, Measurement, Number
 from annotune.run.backends import BackendError, KernelBackend, KernelTimeout
 from annotune.run.program import compile_info as build_info
 
-__all__ = ["KernelReference", "KernelRunner", "compare_outputs", "cubin_compiler"]
+__all__ = ["KernelReference", "KernelRunner", "compare_outputs"]
 
 
 INTEGER_INPUT_LIMIT = 100
 """Integer inputs are drawn from [0, INTEGER_INPUT_LIMIT): small, so that they stay valid as
 sizes or (small) indices and cannot overflow a sum."""
-
-
-def cubin_compiler(compute_capability: tuple[int, int]) -> CompilerCommand:
-    """nvcc making a cubin for a GPU of this compute capability, with ptxas's resource report.
-
-    A cubin runs only on its own architecture (and later minor versions of it), so the command
-    is made from the device the runner measures on: `backend.compute_capability()`.
-    """
-    major, minor = compute_capability
-    return CompilerCommand(
-        (
-            "nvcc",
-            "-cubin",
-            f"-arch=sm_{major}{minor}",
-            "-O3",
-            "-Xptxas",
-            "-v",
-            "{includes}",
-            "{defines}",
-            "{source}",
-            "-o",
-            "{output}",
-        )
-    )
 
 
 @dataclass(frozen=True)

@@ -26,14 +26,14 @@ import numpy as np
 from annotune import __version__
 from annotune.annotate import Problem, problem_space
 from annotune.annotate.kernel import KernelSpec
-from annotune.builder import Builder, CompilerCommand
+from annotune.builder import Builder, CompilerCommand, cubin_compiler
 from annotune.core.diagnostics import AnnotuneError, Location
 from annotune.core.records import BuildResult, Candidates, Measurement, Number, Result
 from annotune.emit import render_header, tuned_header_path, write_if_changed
 from annotune.results.database import Database, Study, StudyKey, config_key, default_db_path
 from annotune.run.backends import select_backend
 from annotune.run.device import current_device_name
-from annotune.run.kernel import KernelReference, KernelRunner, cubin_compiler
+from annotune.run.kernel import KernelReference, KernelRunner
 from annotune.run.program import ProgramRunner, RunSpec
 from annotune.search import Budget, Strategy, create, run_search
 from annotune.space import Space

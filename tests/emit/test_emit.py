@@ -14,6 +14,7 @@ from annotune.annotate import read_problem
 from annotune.emit import (
     render_defaults_header,
     render_header,
+    slugify,
     tuned_header_path,
     write_if_changed,
 )
@@ -161,3 +162,20 @@ def test_written_files_get_ordinary_permissions(tmp_path):
     path.chmod(0o664)
     write_if_changed(path, "y\n")
     assert path.stat().st_mode & 0o777 == 0o664  # a replaced file keeps its mode
+
+
+@pytest.mark.parametrize(
+    ("name", "slug"),
+    [
+        ("NVIDIA A100-PCIE-40GB", "nvidia-a100-pcie-40gb"),
+        ("NVIDIA GeForce RTX 3090", "nvidia-geforce-rtx-3090"),
+        ("cpu-Intel(R) Xeon(R) Gold 6230 CPU @ 2.10GHz", "cpu-intel-xeon-gold-6230-cpu-2.10ghz"),
+        ("cpu-AMD EPYC™ 7763 64-Core Processor", "cpu-amd-epyc-7763-64-core-processor"),
+        ("AMD Instinct MI250X/MI250", "amd-instinct-mi250x-mi250"),
+        ("../../etc/passwd", "etc-passwd"),
+        ("..", "unknown"),
+        ("Ünïcode  GPU", "unicode-gpu"),
+    ],
+)
+def test_slugs_are_safe_file_names(name, slug):
+    assert slugify(name) == slug

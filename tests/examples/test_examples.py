@@ -12,7 +12,8 @@ import pytest
 
 from annotune.annotate import problem_space, read_problem
 from annotune.annotate.summary import summarize_space
-from annotune.run.device import DEVICE_ENV, slugify
+from annotune.emit import slugify
+from annotune.run.device import DEVICE_ENV
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 SOURCES = sorted(

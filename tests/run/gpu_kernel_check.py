@@ -26,6 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from annotune.annotate.frontend import parse_source  # noqa: E402
 from annotune.annotate.kernel import kernel_specs  # noqa: E402
+from annotune.builder import cubin_compiler  # noqa: E402
 from annotune.core.records import BuildResult  # noqa: E402
 from annotune.run.backends import (  # noqa: E402
     BACKENDS,
@@ -34,7 +35,7 @@ from annotune.run.backends import (  # noqa: E402
     KernelBackend,
     open_backend,
 )
-from annotune.run.kernel import KernelRunner, cubin_compiler  # noqa: E402
+from annotune.run.kernel import KernelRunner  # noqa: E402
 
 FIXTURE = ROOT / "tests" / "data" / "kernel" / "jacobi.cu"
 DEFAULT = {"BLOCK_X": 32, "BLOCK_Y": 4}

@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from annotune.run import device as devices
-from annotune.run.device import cpu_name, current_device_name, gpu_name, slugify
+from annotune.run.device import cpu_name, current_device_name, gpu_name
 
 SLEEP = shutil.which("sleep")  # looked up before fake_smi empties PATH
 
@@ -70,20 +70,3 @@ def test_cpu_name_reads_the_model(tmp_path, monkeypatch):
     assert cpu_name(cpuinfo) == "cpu-Intel(R) Xeon(R) Gold 6230 CPU @ 2.10GHz"
     monkeypatch.setattr(devices.platform, "processor", lambda: "aarch64")
     assert cpu_name(tmp_path / "missing") == "cpu-aarch64"
-
-
-@pytest.mark.parametrize(
-    ("name", "slug"),
-    [
-        ("NVIDIA A100-PCIE-40GB", "nvidia-a100-pcie-40gb"),
-        ("NVIDIA GeForce RTX 3090", "nvidia-geforce-rtx-3090"),
-        ("cpu-Intel(R) Xeon(R) Gold 6230 CPU @ 2.10GHz", "cpu-intel-xeon-gold-6230-cpu-2.10ghz"),
-        ("cpu-AMD EPYC™ 7763 64-Core Processor", "cpu-amd-epyc-7763-64-core-processor"),
-        ("AMD Instinct MI250X/MI250", "amd-instinct-mi250x-mi250"),
-        ("../../etc/passwd", "etc-passwd"),
-        ("..", "unknown"),
-        ("Ünïcode  GPU", "unicode-gpu"),
-    ],
-)
-def test_slugs_are_safe_file_names(name, slug):
-    assert slugify(name) == slug

@@ -24,6 +24,7 @@ import pytest
 
 from annotune.annotate.frontend import parse_source
 from annotune.annotate.kernel import KernelSpec, kernel_specs
+from annotune.builder import cubin_compiler
 from annotune.core.diagnostics import AnnotuneError
 from annotune.core.records import BuildResult
 from annotune.run.backends import (
@@ -37,7 +38,7 @@ from annotune.run.backends import (
 )
 from annotune.run.backends.cuda_python_backend import CudaPythonBackend
 from annotune.run.backends.pycuda_backend import PycudaBackend
-from annotune.run.kernel import KernelReference, KernelRunner, compare_outputs, cubin_compiler
+from annotune.run.kernel import KernelReference, KernelRunner, compare_outputs
 
 FIXTURE = Path(__file__).parent.parent / "data" / "kernel" / "jacobi.cu"
 DEFAULT = {"BLOCK_X": 32, "BLOCK_Y": 4}
