@@ -105,7 +105,8 @@ class ProgramRunner:
         )
 
     def _run_once(self, executable: Path) -> _Run:
-        argv = [str(executable), *self.spec.args]
+        # Absolute: the program runs in `spec.cwd`, where a path relative to ours means nothing.
+        argv = [str(executable.absolute()), *self.spec.args]
         started = time.perf_counter()
         try:
             done = subprocess.run(

@@ -80,3 +80,13 @@ def test_a_failed_build_is_a_compile_error():
 def test_presets_are_complete_templates():
     for argv in PRESETS.values():
         assert "{source}" in argv and "{output}" in argv
+
+
+def test_a_relative_executable_runs_in_another_directory(tmp_path, monkeypatch):
+    build = program(tmp_path, 'int main(void) { printf("annotune-time-ms: 4\\n"); return 0; }')
+    monkeypatch.chdir(tmp_path.parent)
+    relative = BuildResult(build.params, build.executable.relative_to(tmp_path.parent))
+    elsewhere = tmp_path / "run here"
+    elsewhere.mkdir()
+    m = ProgramRunner(RunSpec(cwd=elsewhere, repeats=1, warmup=0)).measure(relative)
+    assert m.status == "ok" and m.time == 4.0
