@@ -4,16 +4,22 @@ The time comes, in order of preference, from the lines `annotune-time-ms: X` pri
 annotune's timing header (`annotune_timing.h`: CUDA events under nvcc, a steady clock on the
 host), from a user regex whose first group is milliseconds, or from the process's wall time.
 Each configuration is run `warmup` times untimed, then `repeats` times; its time is the median.
-A non-zero exit, a timeout, a missing time or an `annotune-check:` value that differs from the
-default configuration's makes the configuration invalid, with the reason kept.
+A non-zero exit, a timeout, a missing time, or an `annotune-check:` value that is not a finite
+number or differs from the default configuration's makes the configuration invalid, with the
+reason kept. Each run is its own process group, killed whole when the run ends: nothing it
+started outlives it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
 import re
+import signal
 import statistics
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,33 +113,28 @@ class ProgramRunner:
     def _run_once(self, executable: Path) -> _Run:
         # Absolute: the program runs in `spec.cwd`, where a path relative to ours means nothing.
         argv = [str(executable.absolute()), *self.spec.args]
-        started = time.perf_counter()
         try:
-            done = subprocess.run(
-                argv,
-                cwd=self.spec.cwd,
-                capture_output=True,
-                text=True,
-                errors="replace",
-                timeout=self.spec.timeout,
-                stdin=subprocess.DEVNULL,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            return _Run(None, None, f"timed out after {self.spec.timeout:g} s", "timeout")
+            finished = _run_in_own_group(argv, self.spec.cwd, self.spec.timeout)
         except OSError as error:
             return _Run(None, None, f"cannot run: {error.strerror}", "runtime_error")
-        wall_ms = (time.perf_counter() - started) * 1e3
-        if done.returncode != 0:
-            reason = _last_line(done.stderr) or _last_line(done.stdout)
-            how = f"signal {-done.returncode}" if done.returncode < 0 else f"code {done.returncode}"
+        if finished is None:
+            return _Run(None, None, f"timed out after {self.spec.timeout:g} s", "timeout")
+        returncode, stdout, stderr, wall_ms = finished
+        if returncode != 0:
+            reason = _last_line(stderr) or _last_line(stdout)
+            how = f"signal {-returncode}" if returncode < 0 else f"code {returncode}"
             said = f": {reason}" if reason else " (it printed nothing)"
             return _Run(None, None, f"exited with {how}{said}"[:500], "runtime_error")
-        ms = self._time(done.stdout, wall_ms)
+        ms = self._time(stdout, wall_ms)
         if ms is None:
             return _Run(None, None, "no time found in the program's output", "runtime_error")
-        checks = CHECK_LINE.findall(done.stdout)
-        check = _number(checks[-1]) if checks else None
+        checks = CHECK_LINE.findall(stdout)
+        if not checks:
+            return _Run(ms, None)
+        check = _number(checks[-1])
+        if check is None or not math.isfinite(check):
+            said = f"check value {checks[-1]!r} is not a finite number"
+            return _Run(None, None, said, "wrong_output")
         return _Run(ms, check)
 
     def _time(self, stdout: str, wall_ms: float) -> float | None:
@@ -146,6 +147,47 @@ class ProgramRunner:
             found = [v for v in found if v is not None and math.isfinite(v)]
             return statistics.median(found) if found else None
         return wall_ms
+
+
+def _run_in_own_group(
+    argv: list[str], cwd: Path | None, timeout: float
+) -> tuple[int, str, str, float] | None:
+    """Run `argv` as the leader of a new process group; None if it outlived `timeout`.
+
+    Whatever the program started is killed with it, on a timeout and after a normal exit
+    alike: a forked helper would otherwise keep running (and loading the machine) after the
+    tune. Output goes to files, not pipes, so a child that inherits them cannot keep the
+    run waiting for their end.
+    """
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        started = time.perf_counter()
+        process = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            start_new_session=True,
+        )
+        try:
+            returncode = process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+        finally:
+            wall_ms = (time.perf_counter() - started) * 1e3
+            _kill_group(process)
+        return returncode, _read(out), _read(err), wall_ms
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def _read(file) -> str:
+    file.seek(0)
+    return file.read().decode(errors="replace")
 
 
 def compile_info(build: BuildResult) -> dict:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -90,3 +92,45 @@ def test_a_relative_executable_runs_in_another_directory(tmp_path, monkeypatch):
     elsewhere.mkdir()
     m = ProgramRunner(RunSpec(cwd=elsewhere, repeats=1, warmup=0)).measure(relative)
     assert m.status == "ok" and m.time == 4.0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    return state != "Z"
+
+
+@pytest.mark.parametrize("main_returns", [True, False], ids=["exits", "hangs"])
+def test_no_process_the_program_started_survives_its_run(tmp_path, main_returns):
+    """A forked sleeper keeps stdout open; the run neither waits for it nor leaves it running."""
+    rest = 'printf("annotune-time-ms: 1\\n"); return 0;' if main_returns else "sleep(30);"
+    build = program(
+        tmp_path,
+        "int main(void) { pid_t child = fork(); if (child == 0) { sleep(30); return 0; }"
+        ' FILE *f = fopen("child", "w"); fprintf(f, "%d", (int)child); fclose(f);'
+        " fflush(stdout); " + rest + " }",
+    )
+    started = time.monotonic()
+    m = ProgramRunner(RunSpec(cwd=tmp_path, timeout=2, warmup=0, repeats=1)).measure(build)
+    assert time.monotonic() - started < 10
+    assert m.status == ("ok" if main_returns else "timeout")
+    child = int((tmp_path / "child").read_text())
+    deadline = time.monotonic() + 5
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child)
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "garbage"])
+def test_a_check_value_that_is_not_a_finite_number_makes_the_variant_invalid(tmp_path, value):
+    build = program(
+        tmp_path,
+        f'int main(void) {{ printf("annotune-time-ms: 1\\nannotune-check: {value}\\n"); }}',
+    )
+    m = ProgramRunner(RunSpec(warmup=0, repeats=1)).measure(build, reference_check=1.0)
+    assert m.status == "wrong_output" and value in m.error and "finite" in m.error
+    alone = ProgramRunner(RunSpec(warmup=0, repeats=1)).measure(build)
+    assert alone.status == "wrong_output"
