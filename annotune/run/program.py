@@ -3,7 +3,8 @@
 The time comes, in order of preference, from the lines `annotune-time-ms: X` printed by
 annotune's timing header (`annotune_timing.h`: CUDA events under nvcc, a steady clock on the
 host), from a user regex whose first group is milliseconds, or from the process's wall time.
-Each configuration is run `warmup` times untimed, then `repeats` times; its time is the median.
+Each configuration is run `warmup` times untimed, then timed until its median is stable
+(`annotune.run.sampling`); its time is the median of the timed runs.
 A non-zero exit, a timeout, a missing time, or an `annotune-check:` value that is not a finite
 number or differs from the default configuration's makes the configuration invalid, with the
 reason kept. Each run is its own process group, killed whole when the run ends: nothing it
@@ -13,6 +14,7 @@ started outlives it.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 import os
 import re
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from annotune.core.records import BuildResult, Measurement
+from annotune.run.sampling import Sampling
 
 TIME_LINE = re.compile(r"^annotune-time-ms:\s*([-+0-9.eEinfa]+)\s*$", re.MULTILINE)
 CHECK_LINE = re.compile(r"^annotune-check:\s*(\S+)\s*$", re.MULTILINE)
@@ -32,23 +35,39 @@ CHECK_LINE = re.compile(r"^annotune-check:\s*(\S+)\s*$", re.MULTILINE)
 
 @dataclass(frozen=True)
 class RunSpec:
-    """How to run a variant: arguments, working directory, repeats and limits."""
+    """How to run a variant: arguments, working directory, repeats and limits.
+
+    `repeats` is the least number of timed runs; a configuration is run more, up to
+    `max_repeats` runs or `max_seconds` of timed runs, until its median is stable within
+    ±`stable_within` (`annotune.run.sampling`). `max_repeats = repeats` gives a fixed count.
+    """
 
     args: tuple[str, ...] = ()
     cwd: Path | None = None
     timeout: float = 60.0
     warmup: int = 1
     repeats: int = 5
+    max_repeats: int = 30
+    max_seconds: float = 10.0
+    stable_within: float = 0.02
     time_regex: str | None = None
     check_tolerance: float = 1e-6
 
     def __post_init__(self) -> None:
-        if self.repeats < 1:
-            raise ValueError("repeats must be at least 1")
         if self.warmup < 0:
             raise ValueError("warmup must be non-negative")
+        self.sampling  # noqa: B018  (validates the repeats settings now, not at the first run)
         if self.time_regex is not None and re.compile(self.time_regex).groups < 1:
             raise ValueError("the time regex needs a group capturing the milliseconds")
+
+    @property
+    def sampling(self) -> Sampling:
+        return Sampling(
+            min_runs=self.repeats,
+            max_runs=max(self.max_repeats, self.repeats),
+            max_seconds=self.max_seconds,
+            within=self.stable_within,
+        )
 
     def to_json(self) -> dict:
         """What changes a time: part of the results database's study key."""
@@ -56,6 +75,7 @@ class RunSpec:
             "args": list(self.args),
             "warmup": self.warmup,
             "repeats": self.repeats,
+            "sampling": self.sampling.to_json(),
             "time_regex": self.time_regex,
         }
 
@@ -75,14 +95,24 @@ class ProgramRunner:
         self.spec = spec
         self._regex = re.compile(spec.time_regex, re.MULTILINE) if spec.time_regex else None
 
-    def measure(self, build: BuildResult, reference_check: float | None = None) -> Measurement:
-        """Run `build` (warm-up, then repeats) into one Measurement; failures are statuses."""
+    def measure(
+        self,
+        build: BuildResult,
+        reference_check: float | None = None,
+        stop_above: float | None = None,
+    ) -> Measurement:
+        """Run `build` (warm-up, then timed runs until `RunSpec.sampling` has enough) into one
+        Measurement; failures are statuses. A configuration whose fastest run is slower than
+        `stop_above` ms gets only the minimum number of runs."""
         info = compile_info(build)
         if build.executable is None:
             return Measurement(build.params, "compile_error", error=build.error, compile_info=info)
+        sampling = self.spec.sampling
         times: list[float] = []
         check = None
-        for attempt in range(self.spec.warmup + self.spec.repeats):
+        timed_seconds = 0.0
+        for attempt in itertools.count():
+            started = time.perf_counter()
             run = self._run_once(build.executable)
             if run.status != "ok":
                 return Measurement(build.params, run.status, error=run.error, compile_info=info)
@@ -98,8 +128,12 @@ class ProgramRunner:
                         f"{reference_check!r}",
                         compile_info=info,
                     )
-            if attempt >= self.spec.warmup:
-                times.append(run.ms)  # type: ignore[arg-type]
+            if attempt < self.spec.warmup:
+                continue
+            times.append(run.ms)  # type: ignore[arg-type]
+            timed_seconds += time.perf_counter() - started
+            if sampling.enough(times, timed_seconds, stop_above):
+                break
         if check is not None:
             info = {**info, "check": check}
         return Measurement(

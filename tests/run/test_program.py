@@ -31,7 +31,7 @@ def test_median_of_the_reported_times(tmp_path):
         'int main(void) { FILE *f = fopen("count", "a"); fputs("x", f); fclose(f);'
         ' printf("annotune-time-ms: 9\\nannotune-time-ms: 10\\nannotune-time-ms: 30\\n"); }',
     )
-    m = ProgramRunner(RunSpec(cwd=tmp_path, warmup=2, repeats=3)).measure(build)
+    m = ProgramRunner(RunSpec(cwd=tmp_path, warmup=2, repeats=3, max_repeats=3)).measure(build)
     assert m.status == "ok" and m.time == 10.0 and m.times == (10.0, 10.0, 10.0)
     assert (tmp_path / "count").read_text() == "xxxxx"  # 2 warm-up + 3 timed runs
 
@@ -134,3 +134,41 @@ def test_a_check_value_that_is_not_a_finite_number_makes_the_variant_invalid(tmp
     assert m.status == "wrong_output" and value in m.error and "finite" in m.error
     alone = ProgramRunner(RunSpec(warmup=0, repeats=1)).measure(build)
     assert alone.status == "wrong_output"
+
+
+def counting_program(tmp_path: Path, times: str, sleep_us: int = 0) -> BuildResult:
+    """Prints `times[k % len]` on its k-th run (a counter file in its directory)."""
+    values = ", ".join(times.split())
+    return program(
+        tmp_path,
+        f"int main(void) {{ double t[] = {{{values}}}; int k = 0;"
+        ' FILE *f = fopen("k", "r"); if (f) { fscanf(f, "%d", &k); fclose(f); }'
+        ' f = fopen("k", "w"); fprintf(f, "%d", k + 1); fclose(f);'
+        f" usleep({sleep_us});"
+        ' printf("annotune-time-ms: %g\\n", t[k % (int)(sizeof t / sizeof *t)]); return 0; }',
+    )
+
+
+def test_a_stable_configuration_stops_once_its_median_interval_is_tight(tmp_path):
+    build = counting_program(tmp_path, "10 10.1")
+    m = ProgramRunner(RunSpec(cwd=tmp_path, warmup=0, repeats=3)).measure(build)
+    assert len(m.times) == 6  # the fewest samples with a 95% interval of the median
+
+
+def test_a_noisy_configuration_runs_until_the_cap(tmp_path):
+    build = counting_program(tmp_path, "10 12")
+    m = ProgramRunner(RunSpec(cwd=tmp_path, warmup=0, repeats=3, max_repeats=12)).measure(build)
+    assert len(m.times) == 12 and m.time == 11.0
+
+
+def test_a_clearly_slow_configuration_gets_only_the_minimum(tmp_path):
+    build = counting_program(tmp_path, "10 12")
+    runner = ProgramRunner(RunSpec(cwd=tmp_path, warmup=0, repeats=3, max_repeats=12))
+    assert len(runner.measure(build, stop_above=5.0).times) == 3
+    assert len(runner.measure(build, stop_above=11.0).times) == 12  # not all runs slower
+
+
+def test_the_time_cap_ends_the_repeats(tmp_path):
+    build = counting_program(tmp_path, "10 12", sleep_us=100_000)
+    spec = RunSpec(cwd=tmp_path, warmup=0, repeats=2, max_repeats=50, max_seconds=0.5)
+    assert 2 <= len(ProgramRunner(spec).measure(build).times) <= 8
