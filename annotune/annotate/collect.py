@@ -88,6 +88,7 @@ def collect(parsed: ParsedSource, config: FileConfig | None = None) -> Problem:
         config_file=config.config_file if config else None,
         missing_includes=tuple(parsed.missing_local_includes),
         settings=_settings(collector, config),
+        timing_header=parsed.timing_header,
     )
 
 

@@ -25,6 +25,7 @@ from annotune.core.diagnostics import AnnotuneError, Location
 SHIM_PATH = "/__annotune__/cuda_shim.h"
 ANNOTUNE_INCLUDE_DIR = Path(__file__).resolve().parent.parent / "include"
 """annotune's own headers (annotune_timing.h): on every include path, never the user's files."""
+TIMING_HEADER = "annotune_timing.h"
 
 # Just enough of CUDA for libclang to build an AST of a .cu file without the toolkit.
 CUDA_SHIM = """
@@ -134,6 +135,7 @@ class ParsedSource:
     missing_local_includes: list[tuple[Location, str]]
     language: str
     includes: dict[tuple[str, int], str]  # (file, line of #include "...") -> the local header
+    timing_header: bool = False  # whether annotune_timing.h is included
     _by_file: dict[str, list[FunctionDef]] | None = field(default=None, repr=False)
 
     def file(self, path: str) -> SourceFile:
@@ -212,11 +214,13 @@ def parse_source(
     display = {os.path.realpath(str(path)): str(path)}
     missing: list[tuple[Location, str]] = []
     includes: dict[tuple[str, int], str] = {}
-    _collect_local_includes(tu, display, missing, includes)
+    timing_header = _collect_local_includes(tu, display, missing, includes)
 
     files = [_load_file(tu, key, shown) for key, shown in display.items()]
     functions = _functions(tu, display)
-    return ParsedSource(files[0], files, functions, missing, language, includes)
+    return ParsedSource(
+        files[0], files, functions, missing, language, includes, timing_header=timing_header
+    )
 
 
 def _collect_local_includes(
@@ -224,12 +228,14 @@ def _collect_local_includes(
     display: dict[str, str],
     missing: list[tuple[Location, str]],
     includes: dict[tuple[str, int], str],
-) -> None:
-    """Follow `#include "..."` (not `<...>`) from the main file through local headers.
+) -> bool:
+    """Follow `#include "..."` (not `<...>`) from the main file through local headers; return
+    whether one of them is annotune's timing header (then every run must print its time).
 
     The preprocessing record lists inclusions in translation order, and a header's own
     inclusions follow the line that includes it, so one pass reaches every depth.
     """
+    timing_header = False
     for cursor in tu.cursor.get_children():
         if cursor.kind != ci.CursorKind.INCLUSION_DIRECTIVE or cursor.location.file is None:
             continue
@@ -248,11 +254,15 @@ def _collect_local_includes(
             missing.append((where, cursor.spelling))
             continue
         key = os.path.realpath(included.name)
-        if key == SHIM_PATH or Path(key).parent == ANNOTUNE_INCLUDE_DIR:
+        if Path(key).parent == ANNOTUNE_INCLUDE_DIR:
+            timing_header = timing_header or Path(key).name == TIMING_HEADER
+            continue
+        if key == SHIM_PATH:
             continue
         if key not in display:
             display[key] = os.path.normpath(included.name)
         includes[(where.file, where.line)] = display[key]
+    return timing_header
 
 
 def _token_kind(token: ci.Token) -> str:

@@ -129,6 +129,7 @@ class Problem:
     missing_includes: tuple[tuple[Location, str], ...] = ()  # local headers not found
     settings: RunSettings = RunSettings()
     kernels: tuple = ()  # KernelSpec of each `#pragma annotune kernel` (annotate.kernel)
+    timing_header: bool = False  # the source includes annotune_timing.h: runs print their time
 
     def param(self, name: str) -> TunableParam:
         for param in self.params:

@@ -2,7 +2,8 @@
 
 The time comes, in order of preference, from the lines `annotune-time-ms: X` printed by
 annotune's timing header (`annotune_timing.h`: CUDA events under nvcc, a steady clock on the
-host), from a user regex whose first group is milliseconds, or from the process's wall time.
+host), from a user regex whose first group is milliseconds, or, only when neither is
+configured, from the process's wall time (start-up included; the measurement says so).
 Each configuration is run `warmup` times untimed, then timed until its median is stable
 (`annotune.run.sampling`); its time is the median of the timed runs.
 A non-zero exit, a timeout, a missing time, or an `annotune-check:` value that is not a finite
@@ -40,6 +41,7 @@ class RunSpec:
     `repeats` is the least number of timed runs; a configuration is run more, up to
     `max_repeats` runs or `max_seconds` of timed runs, until its median is stable within
     ±`stable_within` (`annotune.run.sampling`). `max_repeats = repeats` gives a fixed count.
+    `timing_header`: the program includes annotune_timing.h, so a run must print its time.
     """
 
     args: tuple[str, ...] = ()
@@ -51,6 +53,7 @@ class RunSpec:
     max_seconds: float = 10.0
     stable_within: float = 0.02
     time_regex: str | None = None
+    timing_header: bool = False
     check_tolerance: float = 1e-6
 
     def __post_init__(self) -> None:
@@ -77,6 +80,7 @@ class RunSpec:
             "repeats": self.repeats,
             "sampling": self.sampling.to_json(),
             "time_regex": self.time_regex,
+            "timing_header": self.timing_header,
         }
 
 
@@ -86,6 +90,7 @@ class _Run:
     check: float | None
     error: str = ""
     status: str = "ok"
+    timing: str = ""
 
 
 class ProgramRunner:
@@ -107,6 +112,7 @@ class ProgramRunner:
         info = compile_info(build)
         if build.executable is None:
             return Measurement(build.params, "compile_error", error=build.error, compile_info=info)
+        info = dict(info)
         sampling = self.spec.sampling
         times: list[float] = []
         check = None
@@ -131,6 +137,7 @@ class ProgramRunner:
             if attempt < self.spec.warmup:
                 continue
             times.append(run.ms)  # type: ignore[arg-type]
+            info["timing"] = run.timing
             timed_seconds += time.perf_counter() - started
             if sampling.enough(times, timed_seconds, stop_above):
                 break
@@ -159,28 +166,40 @@ class ProgramRunner:
             how = f"signal {-returncode}" if returncode < 0 else f"code {returncode}"
             said = f": {reason}" if reason else " (it printed nothing)"
             return _Run(None, None, f"exited with {how}{said}"[:500], "runtime_error")
-        ms = self._time(stdout, wall_ms)
+        ms, source = self._time(stdout, wall_ms)
         if ms is None:
-            return _Run(None, None, "no time found in the program's output", "runtime_error")
+            return _Run(None, None, source, "runtime_error")
         checks = CHECK_LINE.findall(stdout)
         if not checks:
-            return _Run(ms, None)
+            return _Run(ms, None, timing=source)
         check = _number(checks[-1])
         if check is None or not math.isfinite(check):
             said = f"check value {checks[-1]!r} is not a finite number"
             return _Run(None, None, said, "wrong_output")
-        return _Run(ms, check)
+        return _Run(ms, check, timing=source)
 
-    def _time(self, stdout: str, wall_ms: float) -> float | None:
-        reported = [_number(v) for v in TIME_LINE.findall(stdout)]
-        reported = [v for v in reported if v is not None and math.isfinite(v) and v >= 0]
-        if reported:
-            return statistics.median(reported)
+    def _time(self, stdout: str, wall_ms: float) -> tuple[float | None, str]:
+        """The run's time and where it came from ("header", "regex" or "wall"), or None and
+        why there is none. Wall time only when no timing source is configured: it includes
+        the process's start-up, which a timing line or a regex leaves out."""
+        lines = TIME_LINE.findall(stdout)
+        if lines:
+            reported = [_number(v) for v in lines]
+            if any(v is None or not math.isfinite(v) or v < 0 for v in reported):
+                return None, f"timing line {lines[0]!r} is not a finite, non-negative number"
+            return statistics.median(reported), "header"  # type: ignore[type-var]
         if self._regex is not None:
             found = [_number(m.group(1)) for m in self._regex.finditer(stdout)]
-            found = [v for v in found if v is not None and math.isfinite(v)]
-            return statistics.median(found) if found else None
-        return wall_ms
+            found = [v for v in found if v is not None and math.isfinite(v) and v >= 0]
+            if not found:
+                return None, "no timing line: nothing in the output matched the time regex"
+            return statistics.median(found), "regex"
+        if self.spec.timing_header:
+            return None, (
+                "no timing line: the program includes annotune_timing.h but printed no "
+                "'annotune-time-ms:' (did it reach ANNOTUNE_TIMER_STOP?)"
+            )
+        return wall_ms, "wall"
 
 
 def _run_in_own_group(

@@ -85,3 +85,11 @@ def test_local_includes_are_followed_system_ones_are_not(tmp_path):
     parsed = parse_source(source)
     assert [Path(f.path).name for f in parsed.files] == ["m.c", "a.h", "b.h"]
     assert [name for _, name in parsed.missing_local_includes] == ["missing.h"]
+
+
+def test_knows_whether_the_timing_header_is_included(tmp_path):
+    write(tmp_path, "local.h", '#include "annotune_timing.h"\n')
+    through_header = write(tmp_path, "a.c", '#include "local.h"\nint main(void) { return 0; }\n')
+    without = write(tmp_path, "b.c", "#include <stdio.h>\nint main(void) { return 0; }\n")
+    assert parse_source(through_header).timing_header
+    assert not parse_source(without).timing_header

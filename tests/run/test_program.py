@@ -172,3 +172,20 @@ def test_the_time_cap_ends_the_repeats(tmp_path):
     build = counting_program(tmp_path, "10 12", sleep_us=100_000)
     spec = RunSpec(cwd=tmp_path, warmup=0, repeats=2, max_repeats=50, max_seconds=0.5)
     assert 2 <= len(ProgramRunner(spec).measure(build).times) <= 8
+
+
+def test_the_timing_source_is_explicit(tmp_path):
+    silent = program(tmp_path, 'int main(void) { printf("done\\n"); return 0; }')
+    header = ProgramRunner(RunSpec(repeats=1, warmup=0, timing_header=True)).measure(silent)
+    assert header.status == "runtime_error" and "no timing line" in header.error
+    regex = ProgramRunner(RunSpec(repeats=1, warmup=0, time_regex=r"took (\d+)")).measure(silent)
+    assert regex.status == "runtime_error" and "no timing line" in regex.error
+    wall = ProgramRunner(RunSpec(repeats=1, warmup=0)).measure(silent)
+    assert wall.status == "ok" and wall.compile_info["timing"] == "wall"
+
+
+@pytest.mark.parametrize("line", ["nan", "inf", "-3"])
+def test_a_timing_line_that_is_not_a_time_makes_the_variant_invalid(tmp_path, line):
+    build = program(tmp_path, f'int main(void) {{ printf("annotune-time-ms: {line}\\n"); }}')
+    m = ProgramRunner(RunSpec(repeats=1, warmup=0)).measure(build)
+    assert m.status == "runtime_error" and "not a finite" in m.error
