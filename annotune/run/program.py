@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from annotune.core.records import BuildResult, Measurement
+from annotune.run.conditions import GpuMonitor, summarize
 from annotune.run.sampling import Sampling
 
 TIME_LINE = re.compile(r"^annotune-time-ms:\s*([-+0-9.eEinfa]+)\s*$", re.MULTILINE)
@@ -96,8 +97,9 @@ class _Run:
 class ProgramRunner:
     """Measures executables one at a time (never in parallel: timings must not interfere)."""
 
-    def __init__(self, spec: RunSpec):
+    def __init__(self, spec: RunSpec, monitor: GpuMonitor | None = None):
         self.spec = spec
+        self.monitor = monitor
         self._regex = re.compile(spec.time_regex, re.MULTILINE) if spec.time_regex else None
 
     def measure(
@@ -115,6 +117,7 @@ class ProgramRunner:
         info = dict(info)
         sampling = self.spec.sampling
         times: list[float] = []
+        conditions = []
         check = None
         timed_seconds = 0.0
         for attempt in itertools.count():
@@ -139,10 +142,14 @@ class ProgramRunner:
             times.append(run.ms)  # type: ignore[arg-type]
             info["timing"] = run.timing
             timed_seconds += time.perf_counter() - started
+            if self.monitor is not None:
+                conditions.append(self.monitor.sample())
             if sampling.enough(times, timed_seconds, stop_above):
                 break
         if check is not None:
-            info = {**info, "check": check}
+            info["check"] = check
+        if conditions:
+            info["gpu"] = summarize(conditions)
         return Measurement(
             build.params,
             "ok",

@@ -189,3 +189,21 @@ def test_a_timing_line_that_is_not_a_time_makes_the_variant_invalid(tmp_path, li
     build = program(tmp_path, f'int main(void) {{ printf("annotune-time-ms: {line}\\n"); }}')
     m = ProgramRunner(RunSpec(repeats=1, warmup=0)).measure(build)
     assert m.status == "runtime_error" and "not a finite" in m.error
+
+
+def test_gpu_conditions_are_recorded_with_each_measurement(tmp_path):
+    class Monitor:
+        clocks = iter([1980, 1410, 1980])
+
+        def sample(self):
+            return {
+                "sm_clock_mhz": next(self.clocks),
+                "temperature_c": 70,
+                "power_w": 300.0,
+                "throttled": [],
+            }
+
+    build = program(tmp_path, 'int main(void) { printf("annotune-time-ms: 2\\n"); }')
+    spec = RunSpec(warmup=1, repeats=3, max_repeats=3)
+    m = ProgramRunner(spec, monitor=Monitor()).measure(build)
+    assert m.compile_info["gpu"]["sm_clock_mhz"] == 1410  # the lowest of the timed runs
