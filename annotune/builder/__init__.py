@@ -97,6 +97,11 @@ class Builder:
             if variant.rewritten:  # point the messages at the user's files, not the copies
                 copies = str(scratch / "src")
                 result = replace(result, error=result.error.replace(copies, str(variant.root)))
+            if result.transient:  # the machine's failure, not the variant's: never cached
+                shutil.rmtree(scratch, ignore_errors=True)
+                return BuildResult(
+                    variant.params, None, result.error, result.seconds, transient=True
+                )
             _save(scratch, result)
             shutil.rmtree(scratch / "src", ignore_errors=True)
             try:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from annotune.core.diagnostics import AnnotuneError
-from annotune.core.records import KernelResources
+from annotune.core.records import TRANSIENT_ERRNOS, KernelResources
 
 PRESETS: dict[str, tuple[str, ...]] = {
     "nvcc": (
@@ -122,34 +122,46 @@ def default_compiler(language: str) -> CompilerCommand:
     return CompilerCommand(PRESETS[preferred[1]])
 
 
+_MACHINE_FAILURES = ("No space left on device", "Cannot allocate memory", "out of memory")
+
+
 @dataclass(frozen=True)
 class CompileResult:
     ok: bool
     seconds: float
     error: str = ""
     resources: dict[str, KernelResources] = field(default_factory=dict)
+    transient: bool = False
 
 
 def run_compiler(argv: list[str], timeout: float) -> CompileResult:
-    """Run one compile; failure (exit code, timeout, missing compiler) is data, not an exception."""
+    """Run one compile; failure (exit code, timeout, missing compiler) is data, not an exception.
+
+    A failure that is the machine's rather than the source's (the compiler killed by a signal,
+    out of disk or memory, a timeout under load) is `transient`: it is not cached.
+    """
     started = time.monotonic()
     try:
         done = subprocess.run(
             argv, capture_output=True, text=True, errors="replace", timeout=timeout, check=False
         )
     except subprocess.TimeoutExpired:
-        return CompileResult(
-            False, time.monotonic() - started, f"compile timed out after {timeout:g} s"
-        )
+        seconds = time.monotonic() - started
+        return CompileResult(False, seconds, f"compile timed out after {timeout:g} s", {}, True)
     except OSError as error:
-        return CompileResult(
-            False, time.monotonic() - started, f"cannot run {argv[0]}: {error.strerror}"
-        )
+        seconds = time.monotonic() - started
+        said = f"cannot run {argv[0]}: {error.strerror}"
+        return CompileResult(False, seconds, said, {}, error.errno in TRANSIENT_ERRNOS)
     seconds = time.monotonic() - started
     log = done.stdout + done.stderr
+    if done.returncode < 0:
+        said = f"the compiler was killed by signal {-done.returncode}"
+        return CompileResult(False, seconds, said, {}, True)
     if done.returncode != 0:
-        return CompileResult(False, seconds, "compile failed: " + _first_error(log))
+        transient = any(sign in log for sign in _MACHINE_FAILURES)
+        return CompileResult(False, seconds, "compile failed: " + _first_error(log), {}, transient)
     return CompileResult(True, seconds, resources=parse_ptxas(log))
+
 
 
 def _first_error(log: str) -> str:

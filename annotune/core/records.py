@@ -8,6 +8,7 @@ transfer (`TaskData`), one compiled variant (`BuildResult`) and one stored measu
 
 from __future__ import annotations
 
+import errno
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -15,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from annotune.core.stats import median_interval
 
 Number = int | float
 
@@ -98,6 +101,10 @@ STATUSES = ("ok", "compile_error", "runtime_error", "timeout", "wrong_output")
 """`ok` is the only valid status; the others say why a configuration has no time."""
 
 
+TRANSIENT_ERRNOS = frozenset({errno.ENOMEM, errno.EAGAIN, errno.ENOSPC, errno.EMFILE, errno.ENFILE})
+"""Errors starting a process that say the machine is short of something, not that it is wrong."""
+
+
 @dataclass(frozen=True)
 class Measurement:
     """One configuration measured once (or found invalid).
@@ -105,7 +112,9 @@ class Measurement:
     `time` is the median in milliseconds, present exactly when `status` is "ok"; `times` are
     the individual repeats; `error` keeps the reason for any other status; `compile_info`
     holds what the compiler reported (registers, shared memory, spills, compile seconds).
-    `created` is set by the database when the measurement is recorded.
+    `created` is set by the database when the measurement is recorded. A `transient` failure
+    (killed from outside, out of disk or memory, a compiler killed) says nothing about the
+    configuration: it is retried, and never stored as the configuration's result.
     """
 
     params: Mapping[str, Number]
@@ -115,6 +124,7 @@ class Measurement:
     error: str = ""
     compile_info: Mapping[str, Any] = field(default_factory=dict)
     created: str = ""
+    transient: bool = False
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -123,6 +133,13 @@ class Measurement:
             raise ValueError("a time is given exactly when the status is 'ok'")
         if self.time is not None and not math.isfinite(self.time):
             raise ValueError(f"time must be finite, not {self.time}")
+        if self.transient and self.status == "ok":
+            raise ValueError("only a failure can be transient")
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        """The 95% interval of the median time (None with too few samples or no time)."""
+        return median_interval(self.times) if self.status == "ok" else None
 
 
 @dataclass(frozen=True)
@@ -138,7 +155,8 @@ class KernelResources:
 
 @dataclass(frozen=True)
 class BuildResult:
-    """One configuration's build: an executable, or `error` saying why not."""
+    """One configuration's build: an executable, or `error` saying why not (`transient` when
+    the failure was the machine's, not the configuration's: never cached)."""
 
     params: dict[str, Number]
     executable: Path | None
@@ -146,6 +164,7 @@ class BuildResult:
     seconds: float = 0.0
     cached: bool = False
     resources: dict[str, KernelResources] = field(default_factory=dict)
+    transient: bool = False
 
     @property
     def ok(self) -> bool:

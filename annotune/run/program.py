@@ -27,9 +27,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from annotune.core.records import BuildResult, Measurement
+from annotune.core.records import TRANSIENT_ERRNOS, BuildResult, Measurement
 from annotune.run.conditions import GpuMonitor, summarize
 from annotune.run.sampling import Sampling
+
+_KILLED_FROM_OUTSIDE = frozenset({signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
+"""Signals a program does not send itself when it crashes: someone else ended the run."""
 
 TIME_LINE = re.compile(r"^annotune-time-ms:\s*([-+0-9.eEinfa]+)\s*$", re.MULTILINE)
 CHECK_LINE = re.compile(r"^annotune-check:\s*(\S+)\s*$", re.MULTILINE)
@@ -91,6 +94,7 @@ class _Run:
     check: float | None
     error: str = ""
     status: str = "ok"
+    transient: bool = False
     timing: str = ""
 
 
@@ -113,18 +117,34 @@ class ProgramRunner:
         `stop_above` ms gets only the minimum number of runs."""
         info = compile_info(build)
         if build.executable is None:
-            return Measurement(build.params, "compile_error", error=build.error, compile_info=info)
+            return Measurement(
+                build.params,
+                "compile_error",
+                error=build.error,
+                compile_info=info,
+                transient=build.transient,
+            )
         info = dict(info)
         sampling = self.spec.sampling
         times: list[float] = []
         conditions = []
         check = None
         timed_seconds = 0.0
+        retried_timeout = False
         for attempt in itertools.count():
             started = time.perf_counter()
             run = self._run_once(build.executable)
+            if run.status == "timeout" and not retried_timeout:
+                retried_timeout = True  # once may be the machine's fault; twice is the variant's
+                run = self._run_once(build.executable)
             if run.status != "ok":
-                return Measurement(build.params, run.status, error=run.error, compile_info=info)
+                return Measurement(
+                    build.params,
+                    run.status,
+                    error=run.error,
+                    compile_info=info,
+                    transient=run.transient,
+                )
             if run.check is not None:
                 check = run.check
                 if reference_check is not None and not _close(
@@ -164,10 +184,14 @@ class ProgramRunner:
         try:
             finished = _run_in_own_group(argv, self.spec.cwd, self.spec.timeout)
         except OSError as error:
-            return _Run(None, None, f"cannot run: {error.strerror}", "runtime_error")
+            transient = error.errno in TRANSIENT_ERRNOS
+            return _Run(None, None, f"cannot run: {error.strerror}", "runtime_error", transient)
         if finished is None:
             return _Run(None, None, f"timed out after {self.spec.timeout:g} s", "timeout")
         returncode, stdout, stderr, wall_ms = finished
+        if -returncode in _KILLED_FROM_OUTSIDE:
+            said = f"killed from outside (signal {-returncode}), e.g. by the out-of-memory killer"
+            return _Run(None, None, said, "runtime_error", transient=True)
         if returncode != 0:
             reason = _last_line(stderr) or _last_line(stdout)
             how = f"signal {-returncode}" if returncode < 0 else f"code {returncode}"

@@ -114,3 +114,20 @@ def test_nvcc_records_registers_per_variant(tmp_path, data_dir):
     assert build.ok, build.error
     (kernel,) = build.resources.values()
     assert kernel.registers > 0
+
+
+def test_a_compiler_killed_from_outside_is_transient_and_not_cached(synthetic, tmp_path):
+    """A compile the machine ended (a signal, here the compiler killing itself) says nothing
+    about the variant: it is not cached, so the next build compiles it again."""
+    script = tmp_path / "killed-cc"
+    script.write_text("#!/bin/sh\nkill -9 $$\n")
+    script.chmod(0o755)
+    builder = Builder(
+        synthetic,
+        compiler=CompilerCommand.parse(f"{script} {{source}} -o {{output}}"),
+        cache_dir=tmp_path / "c",
+    )
+    (first,) = builder.build([{"X": 4, "Y": 3}])
+    assert not first.ok and first.transient and "signal 9" in first.error
+    (again,) = builder.build([{"X": 4, "Y": 3}])
+    assert not again.cached and again.transient

@@ -19,7 +19,8 @@ pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not 
 
 def program(tmp_path: Path, body: str) -> BuildResult:
     source = tmp_path / "p.c"
-    source.write_text("#include <stdio.h>\n#include <stdlib.h>\n#include <unistd.h>\n" + body)
+    headers = "".join(f"#include <{h}.h>\n" for h in ("stdio", "stdlib", "unistd", "signal"))
+    source.write_text(headers + body)
     binary = tmp_path / "p"
     subprocess.run(["gcc", str(source), "-o", str(binary)], check=True)
     return BuildResult({"A": 1}, binary, seconds=0.1)
@@ -207,3 +208,29 @@ def test_gpu_conditions_are_recorded_with_each_measurement(tmp_path):
     spec = RunSpec(warmup=1, repeats=3, max_repeats=3)
     m = ProgramRunner(spec, monitor=Monitor()).measure(build)
     assert m.compile_info["gpu"]["sm_clock_mhz"] == 1410  # the lowest of the timed runs
+
+
+def test_a_run_killed_from_outside_is_transient(tmp_path):
+    build = program(tmp_path, "int main(void) { kill(getpid(), 9); return 0; }")
+    m = ProgramRunner(RunSpec(warmup=0, repeats=1)).measure(build)
+    assert m.status == "runtime_error" and m.transient and "killed from outside" in m.error
+
+
+def test_a_crash_is_permanent(tmp_path):
+    build = program(tmp_path, "int main(void) { abort(); }")
+    m = ProgramRunner(RunSpec(warmup=0, repeats=1)).measure(build)
+    assert m.status == "runtime_error" and not m.transient
+
+
+def test_a_timeout_is_retried_once(tmp_path):
+    """Slow only on its first run (a cold cache, a busy machine): the retry's time stands."""
+    build = program(
+        tmp_path,
+        'int main(void) { if (access("seen", F_OK) != 0) { fclose(fopen("seen", "w"));'
+        ' sleep(5); } printf("annotune-time-ms: 3\\n"); return 0; }',
+    )
+    spec = RunSpec(cwd=tmp_path, timeout=1, warmup=0, repeats=1, max_repeats=1)
+    m = ProgramRunner(spec).measure(build)
+    assert m.status == "ok" and m.time == 3.0
+    hangs = program(tmp_path, "int main(void) { sleep(5); return 0; }")
+    assert ProgramRunner(spec).measure(hangs).status == "timeout"
