@@ -30,7 +30,8 @@ import numpy as np
 
 from annotune.bench.transfer import ONE_PERCENT, group_by_space
 from annotune.results.replay import load_replay
-from annotune.transfer import model as tr
+from annotune.search.multitask import match_rows
+from annotune.transfer.features import dataset_device
 
 REPLAY_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "replay"
 GOOD = 0.95
@@ -72,13 +73,11 @@ def main() -> None:
             for source in group:
                 if source is target:
                     continue
-                rows = tr.match_rows(source.candidates.values, target.candidates.values)
+                rows = match_rows(source.candidates.values, target.candidates.values)
                 theirs = np.where(rows >= 0, source.normalized()[rows], 0.0)
                 log = np.log(np.maximum(theirs, FLOOR))
                 logs.append(log)
-                cells.append(
-                    f"{tr.dataset_device(source)} {theirs[best]:.3f}, {best_rank(log, good)}"
-                )
+                cells.append(f"{dataset_device(source)} {theirs[best]:.3f}, {best_rank(log, good)}")
             stacked = np.stack(logs)
             blended = min(
                 (best_rank(weights @ stacked, good), tuple(weights))

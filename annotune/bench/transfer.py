@@ -11,19 +11,12 @@ the target; the others are its sources. For the target this reports:
   measurement on the target, as a normalized performance on the target;
 * the naive baseline: each source GPU's best configuration measured on the target, the best
   of those normalized performances (and whose it was);
-* the device features CV-DFS chose (`annotune.transfer.select_features`).
+* the device features CV-DFS chose (`annotune.transfer.adapt.select_features`).
 
-Measured on the shared replay data (100 seeds; `annotune.search.transfer` has the
-standards): the zero-shot prediction reached 0.654 / 0.985 / 0.972 / 1.000 of the optimum on
-convolution A100 / A4000 / MI250X / W6600 against the naive baseline's 0.673 / 0.724 / 0.984
-/ 0.770, and on dedispersion A100 / A4000 0.991 / 0.959 against 0.996 / 0.970. With one
-source GPU (dedispersion), the model is that GPU's own and its best is the naive choice or a
-near-equal neighbour of it; with three, it beats the naive baseline where a blend of the
-sources is better than any one source's best (A4000, W6600).
-
-Device features come from a T4 file's metadata when it holds them, else from the table
-(`annotune.transfer.features.lookup`) by the device the file names, else by the file name's
-last part ("convolution_MI250X" -> "MI250X": that file's device name is empty).
+The selection and the zero-shot prediction are one `annotune.transfer.adapt.zero_shot` per
+target, what one `annotune predict` does. Device features come from `features.dataset_features`
+(a T4 file's metadata, else the table). What it measured on the shared replay data is in
+docs/experiments/transfer.md.
 """
 
 from __future__ import annotations
@@ -40,8 +33,14 @@ from annotune.bench import RunTrace, Standards, bench, random_standards
 from annotune.core.diagnostics import AnnotuneError
 from annotune.core.records import TaskData
 from annotune.results.replay import ReplayDataset
-from annotune.transfer import model as tr
-from annotune.transfer.features import FEATURE_NAMES, DeviceFeatures
+from annotune.search.multitask import match_rows
+from annotune.transfer.adapt import Selection, zero_shot
+from annotune.transfer.features import (
+    FEATURE_NAMES,
+    DeviceFeatures,
+    dataset_device,
+    dataset_features,
+)
 
 ONE_PERCENT = 0.01
 
@@ -54,7 +53,7 @@ class TransferRow:
     device: str
     size: int
     sources: tuple[str, ...]
-    features: tr.Selection
+    features: Selection
     transfer: Standards
     iterml: Standards
     random: Standards
@@ -86,14 +85,14 @@ class TransferRow:
 
 
 def device_features(dataset: ReplayDataset) -> DeviceFeatures:
-    """The dataset's device features (`transfer.dataset_features`); AnnotuneError if unknown."""
+    """The dataset's device features (`features.dataset_features`); AnnotuneError if unknown."""
     try:
-        found = tr.dataset_features(dataset)
+        found = dataset_features(dataset)
     except ValueError as error:
         raise AnnotuneError(f"{dataset.name}: {error}") from None
     if found is None:
         raise AnnotuneError(
-            f"{dataset.name}: no device features for GPU {tr.dataset_device(dataset)!r}",
+            f"{dataset.name}: no device features for GPU {dataset_device(dataset)!r}",
             hint="annotune knows the GPUs in annotune/transfer/gpus.toml; `annotune export` on the "
             "GPU itself writes a file that carries its features",
         )
@@ -124,7 +123,7 @@ def _space_key(dataset: ReplayDataset) -> str:
 def as_task(dataset: ReplayDataset, columns: Sequence[int]) -> TaskData:
     """A source GPU for the transfer strategy: its device features restricted to `columns`."""
     vector = device_features(dataset).vector(FEATURE_NAMES)[list(columns)]
-    name = tr.dataset_device(dataset)
+    name = dataset_device(dataset)
     return TaskData(name, dataset.candidates.values, dataset.times, tuple(vector))
 
 
@@ -136,10 +135,10 @@ def naive_baseline(target: ReplayDataset, sources: Sequence[ReplayDataset]) -> t
         if np.isnan(source.times).all():
             continue
         favourite = source.candidates.values[[np.nanargmin(source.times)]]
-        (row,) = tr.match_rows(target.candidates.values, favourite)
+        (row,) = match_rows(target.candidates.values, favourite)
         value = float(normalized[row]) if row >= 0 else 0.0
         if value > best or not whose:
-            best, whose = value, tr.dataset_device(source)
+            best, whose = value, dataset_device(source)
     return best, whose
 
 
@@ -189,14 +188,13 @@ def _leave_out(
     all_columns = range(len(FEATURE_NAMES))
     full = [as_task(s, all_columns) for s in sources]
     target_full = device_features(target).vector(FEATURE_NAMES)
-    # One seeded selection and zero-shot fit per target: what one `annotune predict` does.
-    found = tr.transfer(
+    found = zero_shot(
         target.candidates, full, target_full, FEATURE_NAMES, rng=np.random.default_rng(seed)
     )
     if found is None:
         raise AnnotuneError(f"{target.name}: no source GPU has a valid measurement")
     selection = found.selection
-    zero_shot = float(target.normalized()[found.ranking[0]])
+    first_pick = float(target.normalized()[found.ranking[0]])
     naive, naive_source = naive_baseline(target, sources)
 
     prior = [as_task(s, selection.columns) for s in sources]
@@ -218,16 +216,16 @@ def _leave_out(
     by_name = {row.strategy: row for row in results}
     return TransferRow(
         dataset=target.name,
-        device=tr.dataset_device(target),
+        device=dataset_device(target),
         size=len(target),
-        sources=tuple(tr.dataset_device(s) for s in sources),
+        sources=tuple(dataset_device(s) for s in sources),
         features=selection,
         transfer=by_name["transfer"].standards,
         iterml=by_name["iterml"].standards,
         random=random_standards(target.normalized()),
         one_percent=math.floor(ONE_PERCENT * len(target)),
         cap=by_name["transfer"].cap,
-        zero_shot=zero_shot,
+        zero_shot=first_pick,
         naive=naive,
         naive_source=naive_source,
     )

@@ -1,49 +1,17 @@
 """Transfer: IterML warm-started from other GPUs' measurements of the same space.
 
-The feature-concatenation model (`annotune.transfer`, Muralidharan et al. §3.1) trained on
-the source GPUs (`prior`) and queried with the target's device features (`task_features`)
-ranks the whole space before anything is measured. The search then
+The multi-task model (`annotune.search.multitask`, Muralidharan et al. §3.1) fitted on the
+source GPUs (`prior`) and queried with the target's device features (`task_features`) ranks
+the whole space before anything is measured. The search measures the `lead` configurations it
+ranks best, then continues as IterML on the target's own measurements with the transferred
+prediction as one more model input (`extra_features`): where the GPUs agree the forest ranks
+like the sources, where the target's measurements contradict them the other inputs take over.
+Without a prior (or no source sharing a configuration with the space) it is IterML, seed for
+seed.
 
-1. measures the `lead` configurations the transferred model ranks best (the most promising
-   first), and
-2. continues as IterML on the target's own measurements, with the transferred prediction as
-   one more model input (`IterML(extra_features=...)`): the forest can split on it from the
-   first fit, so where the GPUs agree it ranks like the sources, and where the target's
-   measurements contradict them the other inputs take over.
-
-Without a prior (or when no source shares a configuration with the space) it is IterML, seed
-for seed: the fallback when no other GPU's data exists.
-
-The device feature vectors are used as given: choose them first (`annotune.transfer.
-select_features`, CV-DFS), as `annotune tune`, `annotune predict` and `annotune bench
---transfer` do; all columns is the paper's full-set baseline.
-
-Measured (`annotune bench --transfer`, leave one GPU out of the shared replay data, 100
-seeds, Standard 1 / Standard 2 in measurements, IterML from scratch in brackets, before the
-boosted-tree climbs joined its default): convolution
-A4000 1 / 1 (74 / 248), MI250X 1 / 1 (82 / 207), W6600 1 / 1 (511 / 915), dedispersion A100
-1 / 1 (2 / > 6), A4000 1 / 1 (6 / 19): the lead's first configuration is already within 5%
-of the target's optimum. Convolution A100 263 / 386 (155 / 304) is the case it loses: the
-other GPUs' best regions reach 0.67 of A100's optimum, which no source ranks within its top
-350 (`benchmarks/transfer_ceiling.py`: 373rd at best under any blend of the sources), and
-IterML's local moves start around the lead's configurations, the best measured for
-a long while. Variants tried on A100 (20 seeds; IterML 164 / 318 on the same seeds):
-
-* a smaller lead, 1 / 3 / 5: 208 / 335, 225 / 359, 219 / 347; no lead at all (the
-  transferred prediction only as a model input): 168 / 273;
-* without the prediction as a model input: 293 / 453 (with it: 214 / 366, the CV-DFS
-  choice of the time); IterML's random first batch 20 instead of 10 after the lead:
-  245 / 398;
-* a lead spread over the space (each pick differing from the earlier ones in at least 2 or 3
-  parameters): 228 / 325 and 237 / 415, while A4000 went from 4 / 23 to 7 / 33 and 38 / 87
-  and W6600 from 1 / 1 to 24 / 48;
-* hiding the lead's results from IterML (it learns only from its own picks): 183 / 308.
-* the lead measured and learned from, but never a centre of IterML's local moves, 30 seeds
-  (IterML 154 / 282 on them): 226 / 376; the same without the prediction as an input:
-  231 / 318.
-
-Only dropping the lead beats IterML there, and the lead is what takes the other targets to
-1 / 1; the rest throw measurements away or lose elsewhere, so the defaults stand.
+The device feature vectors are used as given: `annotune.transfer.adapt.select_features`
+(CV-DFS) chooses them for `annotune tune` and `annotune bench --transfer`. The measurements
+behind the defaults, and the variants that lost, are in docs/experiments/transfer.md.
 """
 
 from __future__ import annotations
@@ -56,8 +24,8 @@ from sklearn.base import BaseEstimator
 
 from annotune.core.records import Candidates, Result, TaskData, check_task_features
 from annotune.search.base import Strategy
-from annotune.search.iterml import IterML
-from annotune.transfer import model as _transfer
+from annotune.search.iterml import IterML, IterMLSettings
+from annotune.search.multitask import TARGETS, encode_space, score_space, sources_for
 
 
 class Transfer(Strategy):
@@ -72,7 +40,7 @@ class Transfer(Strategy):
     transfer_model: the regressor of the transfer model (an IterML model name or an
         unfitted scikit-learn regressor).
     transfer_target: "log" (default) or "linear" normalized performance (see
-        `annotune.transfer`).
+        `annotune.search.multitask`).
     initial_after_lead: IterML's random first batch after the lead (its `initial`, unless
         given): the lead stands in for half of IterML's usual 20.
     Every other option goes to IterML.
@@ -96,10 +64,10 @@ class Transfer(Strategy):
             raise ValueError("lead must be >= 0")
         if initial_after_lead < 1:
             raise ValueError("initial_after_lead must be >= 1")
-        if transfer_target not in _transfer.TARGETS:
-            raise ValueError(f"transfer_target must be one of {', '.join(_transfer.TARGETS)}")
+        if transfer_target not in TARGETS:
+            raise ValueError(f"transfer_target must be one of {', '.join(TARGETS)}")
         check_task_features(prior, task_features)
-        IterML(**iterml_options)  # reject bad IterML options now, not at start
+        IterMLSettings(**iterml_options)  # reject bad IterML options now, not at start
         self.prior = tuple(prior)
         self.task_features = np.asarray(task_features, dtype=np.float64)
         self.lead = lead
@@ -113,18 +81,20 @@ class Transfer(Strategy):
         self._lead: list[int] = []
         self._asked: set[int] = set()
         self.sources_: tuple[str, ...] = ()
-        sources = _transfer.sources_for(self.prior, candidates) if len(candidates) else []
+        sources = sources_for(self.prior, candidates) if len(candidates) else []
         if not sources:
-            self._inner = IterML(**self.iterml_options)
+            self._inner = IterML(IterMLSettings(**self.iterml_options))
             self._inner.start(candidates, rng)
             return
-        model = _transfer.TransferModel(
-            _transfer.encode_space(candidates),
+        scores = score_space(
+            encode_space(candidates),
+            sources,
             range(self.task_features.size),
+            self.task_features,
+            rng,
             model=self.transfer_model,
             target=self.transfer_target,
         )
-        scores = model.fit(sources, rng).predict(self.task_features)
         ranked = np.lexsort((rng.random(scores.size), -scores))
         self._lead = [int(i) for i in ranked[: self.lead]]
         self.sources_ = tuple(s.name for s in sources)
@@ -137,9 +107,8 @@ class Transfer(Strategy):
             "cover_values": 0,
             **self.iterml_options,
         }
-        if self.prior_feature:
-            options["extra_features"] = scores[:, None]
-        self._inner = IterML(**options)
+        extra = scores[:, None] if self.prior_feature else None
+        self._inner = IterML(IterMLSettings(**options), extra_features=extra)
         self._inner.start(candidates, rng)
 
     def ask(self, max_count: int) -> list[int]:

@@ -22,8 +22,8 @@ Where we deviate from the paper's 13 features (Table 1), and why:
 * Dropped: global memory size and copy engines (they decide whether a problem fits and how
   transfers overlap, not how fast a kernel runs), and the two atomic-latency microbenchmarks
   (their "custom" features: they need the GPU itself, which the replay datasets' GPUs are not).
-* Device feature selection (P-DFS, CV-DFS, §3.3-3.4) is left to the model that uses these
-  features: which ones matter depends on the kernel (§2, Table 2).
+* Device feature selection (P-DFS, CV-DFS, §3.3-3.4) is left to `annotune.transfer.adapt`:
+  which ones matter depends on the kernel (§2, Table 2).
 """
 
 from __future__ import annotations
@@ -38,11 +38,14 @@ from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from annotune.run import device as devices
+
+if TYPE_CHECKING:
+    from annotune.results.replay import ReplayDataset
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -173,6 +176,25 @@ def features_for(name: str) -> DeviceFeatures | None:
         if live is not None and _key(live.name) == _key(name):
             return live
     return lookup(name)
+
+
+def dataset_device(dataset: ReplayDataset) -> str:
+    """The GPU a results file was measured on: as the file says, else its name's last part
+    ("convolution_MI250X" -> "MI250X": some Kernel Tuner caches leave the device empty)."""
+    return dataset.device or dataset.name.rsplit("_", 1)[-1]
+
+
+def dataset_features(dataset: ReplayDataset) -> DeviceFeatures | None:
+    """The device features of a results file's GPU: from the file (T4 metadata written by
+    `annotune export`), else the table's for the name it gives or its name's last part.
+    None when neither is known; ValueError when the file's own features are malformed."""
+    if dataset.device_features is not None:
+        return DeviceFeatures.from_json(dataset.device_features)
+    for name in (dataset.device, dataset.name.rsplit("_", 1)[-1]):
+        found = lookup(name) if name else None
+        if found is not None:
+            return found
+    return None
 
 
 # --- the table ---

@@ -3,14 +3,14 @@ zero-shot prediction for a GPU with none.
 
 Sources are the results database's studies of the same source content and space on other
 devices, and result files the user names (T4 or Kernel Tuner caches). Each source needs device
-features (from its study or file, else the table); CV-DFS (`annotune.transfer.select_features`)
-then chooses which of them the model uses. `tune` hands the result to the `transfer` strategy;
-`predict` ranks the space with it and measures nothing.
+features (from its study or file, else the table); CV-DFS (`annotune.transfer.adapt`) then
+chooses which of them the model uses. `tune` hands the result to the `transfer` strategy;
+`predict` ranks the space with it (`adapt.zero_shot`) and measures nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,8 +24,16 @@ from annotune.core.records import Candidates, Measurement, Number, TaskData
 from annotune.emit import PREDICTED, render_header, tuned_header_path, write_if_changed
 from annotune.results.database import Database, Study, StudyKey, default_db_path
 from annotune.results.replay import load_replay
-from annotune.transfer import model as tr
-from annotune.transfer.features import FEATURE_NAMES, DeviceFeatures, features_for, lookup
+from annotune.search.multitask import encode_space, sources_for
+from annotune.transfer.adapt import Selection, select_features, zero_shot
+from annotune.transfer.features import (
+    FEATURE_NAMES,
+    DeviceFeatures,
+    dataset_device,
+    dataset_features,
+    features_for,
+    lookup,
+)
 
 TRANSFER_STRATEGIES = ("iterml", "transfer")
 """The strategies that `tune` warm-starts from other GPUs' results (others run as asked)."""
@@ -42,7 +50,7 @@ class Prior:
 
     tasks: tuple[TaskData, ...] = ()
     target_features: tuple[float, ...] = ()
-    selection: tr.Selection | None = None
+    selection: Selection | None = None
     warnings: tuple[str, ...] = ()
 
     @property
@@ -81,6 +89,25 @@ def gather_prior(
     or file, else the table. A file whose parameters are not the space's is an AnnotuneError;
     unknown device features are a warning (the source, or all transfer when the target's, is
     skipped)."""
+    tasks, warnings = _gather(candidates, key, target, db=db, files=files)
+    sources = sources_for(tasks, candidates)
+    if not sources:  # also when the target's features are unknown: no tasks then
+        return Prior(warnings=warnings)
+    selection = select_features(encode_space(candidates), sources, FEATURE_NAMES, rng=rng)
+    usable = {source.name for source in sources}
+    return _chosen(tasks, usable, target, selection, warnings)
+
+
+def _gather(
+    candidates: Candidates,
+    key: StudyKey,
+    target: DeviceFeatures | None,
+    *,
+    db: Database | None,
+    files: Sequence[Path],
+) -> tuple[list[TaskData], tuple[str, ...]]:
+    """The other GPUs' results (see `gather_prior`) with every device feature, and what could
+    not be used; no results when the target's features are unknown."""
     found = _from_database(db, key, candidates.names) if db is not None else []
     warnings: list[str] = []
     for path in files:
@@ -95,14 +122,14 @@ def gather_prior(
         if known is None or source.times.size > known.times.size:
             by_device[source.device] = source
     if not by_device:
-        return Prior(warnings=tuple(warnings))
+        return [], tuple(warnings)
     if target is None:
         names = ", ".join(by_device)
         warnings.append(
             f"no device features known for '{key.device}': not learning from {names} "
             "(searching with iterml alone)"
         )
-        return Prior(warnings=tuple(warnings))
+        return [], tuple(warnings)
     tasks = []
     for source in by_device.values():
         if source.features is None:
@@ -110,18 +137,24 @@ def gather_prior(
             continue
         vector = tuple(source.features.vector(FEATURE_NAMES))
         tasks.append(TaskData(source.device, source.values, source.times, vector))
-    sources = tr.sources_for(tasks, candidates)
-    if not sources:
-        return Prior(warnings=tuple(warnings))
-    selection = tr.select_features(tr.encode_space(candidates), sources, FEATURE_NAMES, rng=rng)
+    return tasks, tuple(warnings)
+
+
+def _chosen(
+    tasks: Sequence[TaskData],
+    usable: Collection[str],
+    target: DeviceFeatures,
+    selection: Selection,
+    warnings: tuple[str, ...],
+) -> Prior:
+    """The prior of the tasks named in `usable`, every feature vector cut to the `selection`."""
     columns = list(selection.columns)
-    usable = {source.name for source in sources}
     chosen = tuple(
         TaskData(t.name, t.values, t.times, tuple(np.asarray(t.features)[columns]))
         for t in tasks
         if t.name in usable
     )
-    return Prior(chosen, tuple(target.vector(FEATURE_NAMES)[columns]), selection, tuple(warnings))
+    return Prior(chosen, tuple(target.vector(FEATURE_NAMES)[columns]), selection, warnings)
 
 
 def _from_database(db: Database, key: StudyKey, names: Sequence[str]) -> list[_Found]:
@@ -166,11 +199,11 @@ def _from_file(path: Path, names: Sequence[str]) -> _Found:
         )
     columns = [dataset.names.index(name) for name in names]
     try:
-        features = tr.dataset_features(dataset)
+        features = dataset_features(dataset)
     except ValueError as error:
         raise AnnotuneError(f"{path}: {error}") from None
     return _Found(
-        tr.dataset_device(dataset), dataset.candidates.values[:, columns], dataset.times, features
+        dataset_device(dataset), dataset.candidates.values[:, columns], dataset.times, features
     )
 
 
@@ -213,7 +246,8 @@ def predict(
     """The best configuration for `device` predicted from other GPUs' results alone
     (Muralidharan et al.'s zero-shot case): no measurement on `device` at all.
 
-    Sources are those `tune` would learn from (`gather_prior`). With `write`, the header goes
+    Sources are those `tune` would learn from (`gather_prior`), ranked by `adapt.zero_shot`
+    (the log target: exp(score) is a speed ratio). With `write`, the header goes
     where `tune` puts it, marked `emit.PREDICTED`; a measured header there is only replaced with
     `force`. AnnotuneError when `device`'s features are unknown or no source can be used.
     """
@@ -232,18 +266,17 @@ def predict(
     db_path = db_path or default_db_path(problem.source)
     with ExitStack() as resources:
         db = resources.enter_context(Database(db_path)) if db_path.is_file() else None
-        prior = gather_prior(candidates, key, target, db=db, files=files, rng=rng)
-    if not prior.tasks:
-        reasons = "".join(f"; {w}" for w in prior.warnings)
+        tasks, warnings = _gather(candidates, key, target, db=db, files=files)
+    found = zero_shot(candidates, tasks, target.vector(FEATURE_NAMES), FEATURE_NAMES, rng=rng)
+    if found is None:
+        reasons = "".join(f"; {w}" for w in warnings)
         raise AnnotuneError(
             f"no other GPU's results of {problem.source.name} to learn from{reasons}",
             hint="tune it on another GPU first (same results database), or pass results "
             "files with --transfer-from",
         )
-    columns = range(len(prior.target_features))  # the log target: exp(score) is a speed ratio
-    model = tr.TransferModel(tr.encode_space(candidates), columns, target="log")
-    scores = model.fit(tr.sources_for(prior.tasks, candidates), rng).predict(prior.target_features)
-    row = int(np.argmax(scores))
+    prior = _chosen(tasks, found.sources, target, found.selection, warnings)
+    row = int(found.ranking[0])
     params = space.to_dicts(legal[[row]])[0]
     header = None
     if write:
@@ -268,4 +301,5 @@ def predict(
             note=note,
         )
         write_if_changed(header, text)
-    return PredictReport(device, params, float(np.exp(scores[row])), prior, legal_count, header)
+    performance = float(np.exp(found.scores[row]))
+    return PredictReport(device, params, performance, prior, legal_count, header)

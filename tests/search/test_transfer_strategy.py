@@ -7,7 +7,7 @@ import pytest
 
 from annotune.core.records import Candidates, Result, TaskData
 from annotune.search import Budget, create, run_search
-from annotune.transfer import model as tr
+from annotune.search.multitask import encode_space, score_space, sources_for
 
 X, Y = np.meshgrid(np.arange(12), np.arange(6), indexing="ij")
 VALUES = np.stack([X.ravel(), Y.ravel()], axis=1).astype(float)
@@ -65,8 +65,8 @@ def test_the_first_batch_is_what_the_transferred_model_ranks_best():
     strategy.start(CANDIDATES, np.random.default_rng(3))
     first = strategy.ask(100)
     # The same model, fitted with the same seed, scores every configuration.
-    model = tr.TransferModel(tr.encode_space(CANDIDATES), [0])
-    scores = model.fit(tr.sources_for(PRIOR, CANDIDATES), np.random.default_rng(3)).predict([8.0])
+    sources = sources_for(PRIOR, CANDIDATES)
+    scores = score_space(encode_space(CANDIDATES), sources, [0], [8.0], np.random.default_rng(3))
     assert len(first) == 5
     assert scores[first].min() >= np.sort(scores)[-5]
     # ... which, for a target that resembles the "high" GPU, is near its optimum (x = 9).

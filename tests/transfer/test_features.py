@@ -10,11 +10,15 @@ import types
 import numpy as np
 import pytest
 
+from annotune.core.records import Candidates
+from annotune.results.replay import ReplayDataset
 from annotune.run import device as devices
 from annotune.transfer import features as device_features
 from annotune.transfer.features import (
     FEATURE_NAMES,
     DeviceFeatures,
+    dataset_device,
+    dataset_features,
     features_for,
     lookup,
     read_from_device,
@@ -155,6 +159,21 @@ def test_json_round_trip_and_checks():
         DeviceFeatures("x", "y", dict(w6600.values), "guess")
     with pytest.raises(TypeError):
         w6600.values["cores"] = 1.0  # read-only
+
+
+def test_a_dataset_names_its_device_by_file_name_when_the_file_does_not():
+    def dataset(name: str, **metadata) -> ReplayDataset:
+        return ReplayDataset(
+            name, Candidates(np.zeros((1, 1)), ("x",)), np.ones(1), ("",), **metadata
+        )
+
+    mi250x = dataset("convolution_MI250X")
+    assert dataset_device(mi250x) == "MI250X"
+    assert dataset_features(mi250x) == lookup("MI250X")
+    assert dataset_features(dataset("kernel_nowhere")) is None
+    # A file's own features (`annotune export`) win over the table's for its name.
+    own = dataset("convolution_MI250X", device_features=lookup("W6600").to_json())
+    assert dataset_features(own) == lookup("W6600")
 
 
 # --- the live GPU, faked ---

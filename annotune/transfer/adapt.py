@@ -1,0 +1,235 @@
+"""Architecture adaptation: which device features the multi-task model sees, and the zero-shot
+ranking of a space for a GPU with no measurements of it.
+
+`select_features` is CV-DFS (Muralidharan et al., ASPLOS '16, §3.4): each source GPU is held
+out in turn, and every subset of up to three device features trains the model
+(`annotune.search.multitask`) on the others and is scored by what the tuner would get on the
+held-out GPU, the best normalized performance among the model's top picks. The scores are
+averaged over the folds, since with two to four GPUs the paper's count of per-fold winners
+ties constantly; the empty subset competes, so features that route no GPU better than pooling
+are not used. There is no profile DFS (annotune collects no hardware profiles); with two
+sources all features are used (§3.2's baseline), with one none. docs/experiments/transfer.md
+has the numbers.
+
+`zero_shot` is the one select → fit → rank step (`annotune predict`, `annotune bench
+--transfer`); the `transfer` strategy, which cannot import this stage, fits and scores through
+the same `multitask.score_space` on features chosen here.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+from scipy.stats import spearmanr
+from sklearn.base import BaseEstimator
+
+from annotune.search.multitask import (
+    INVALID_PERFORMANCE,
+    Source,
+    TransferModel,
+    encode_space,
+    score_space,
+    sources_for,
+)
+
+if TYPE_CHECKING:
+    from annotune.core.records import Candidates, TaskData
+
+MAX_SUBSET = 3
+"""The paper restricts CV-DFS to subsets of at most three device features."""
+
+CORRELATION_TIE = 0.01
+"""Mean rank correlations closer than this are a tie in CV-DFS: two subsets that give the
+same model on every fold but one where both are wrong differ by about 1e-3 from the forests'
+randomness alone."""
+
+CV_ROWS_PER_SOURCE = 3000
+"""Rows per source GPU a CV-DFS model is trained on (a uniform sample of larger spaces): the
+selection fits a model per fold and distinct subset, so it is bounded like this."""
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The device features chosen for a group of source GPUs and how.
+
+    `columns` index the feature vectors; `names` are their names. `method` is "cv" (CV-DFS
+    ran; `score` is the winner's mean best normalized performance among the top picks on the
+    held-out GPUs, `correlation` its mean rank correlation), "all" (the full set: two sources,
+    or no selection asked for) or "none" (one source: no feature can matter).
+    """
+
+    columns: tuple[int, ...]
+    names: tuple[str, ...]
+    method: str
+    score: float | None = None
+    correlation: float | None = None
+
+    def describe(self) -> str:
+        """The choice in words, for tables and progress lines."""
+        if self.method == "all":
+            return f"all {len(self.names)} (no cross-validation)"
+        if self.method == "none":
+            return "none (one source)"
+        return ", ".join(self.names) or "none (pooled)"
+
+    def to_json(self) -> dict:
+        return {
+            "features": list(self.names),
+            "method": self.method,
+            "cv_score": self.score,
+            "cv_correlation": self.correlation,
+        }
+
+
+def select_features(
+    space: np.ndarray,
+    sources: Sequence[Source],
+    names: Sequence[str],
+    *,
+    rng: np.random.Generator,
+    max_size: int = MAX_SUBSET,
+    min_size: int = 0,
+    top: int = 10,
+    model: str | BaseEstimator = "rf",
+    target: str = "log",
+) -> Selection:
+    """CV-DFS over every subset of `min_size`..`max_size` of the device feature columns.
+
+    Each source is held out in turn; a subset's score on a fold is the best normalized
+    performance among the `top` rows of the held-out source the model trained on the others
+    ranks highest (its rank correlation breaks ties). See the module docstring for the
+    fallbacks with fewer than three sources.
+    """
+    width = len(names)
+    if any(s.features.size != width for s in sources):
+        raise ValueError(f"every source needs {width} device features")
+    if len(sources) < 2:
+        return Selection((), (), "none")
+    if len(sources) == 2:
+        return Selection(tuple(range(width)), tuple(names), "all")
+    subsets = [
+        c
+        for size in range(min_size, max_size + 1)
+        for c in itertools.combinations(range(width), size)
+    ]
+    totals = np.zeros((len(subsets), 2))
+    # Common random numbers: every subset's model is fitted with the same seed, so that
+    # scores differ by the features, not by the forest's luck.
+    seed = int(rng.integers(2**63 - 1))
+    for held in range(len(sources)):
+        train = [s for i, s in enumerate(sources) if i != held]
+        test = sources[held]
+        fitted: dict[frozenset, tuple[float, float]] = {}
+        for k, subset in enumerate(subsets):
+            key = _signature(train, test, subset)
+            if key not in fitted:
+                fitted[key] = _fold_score(
+                    space, train, test, subset, np.random.default_rng(seed), top, model, target
+                )
+            totals[k] += fitted[key]
+    means = totals / len(sources)
+    # Best score; then correlation, where it differs by more than the forests' own noise;
+    # then the smaller subset, then the order of `names`.
+    winners = means[:, 0] >= means[:, 0].max() - 1e-9
+    close = winners & (means[:, 1] >= means[winners, 1].max() - CORRELATION_TIE)
+    best = min(np.flatnonzero(close), key=lambda k: len(subsets[k]))
+    chosen = subsets[best]
+    return Selection(
+        chosen,
+        tuple(names[c] for c in chosen),
+        "cv",
+        float(means[best, 0]),
+        float(means[best, 1]),
+    )
+
+
+def _signature(train: Sequence[Source], test: Source, subset: Sequence[int]) -> frozenset:
+    """What a tree model can see of `subset`: per feature, how it orders the training GPUs
+    and on which side of each midpoint the held-out GPU falls (order-reversal invariant).
+    Features constant over the training GPUs are never split on and leave no trace."""
+    parts = set()
+    for column in subset:
+        values = np.array([s.features[column] for s in train])
+        levels = np.unique(values)
+        if levels.size < 2:
+            continue
+        groups = tuple(tuple(np.flatnonzero(values == v).tolist()) for v in levels)
+        midpoints = (levels[:-1] + levels[1:]) / 2
+        side = int(np.count_nonzero(midpoints < test.features[column]))
+        forward = (groups, side)
+        backward = (groups[::-1], levels.size - 1 - side)
+        parts.add(min(forward, backward))
+    return frozenset(parts)
+
+
+def _fold_score(
+    space: np.ndarray,
+    train: Sequence[Source],
+    test: Source,
+    subset: Sequence[int],
+    rng: np.random.Generator,
+    top: int,
+    model: str | BaseEstimator,
+    target: str,
+) -> tuple[float, float]:
+    transfer = TransferModel(space, subset, model=model, target=target, trees=None)
+    transfer.fit(train, rng, rows_per_source=CV_ROWS_PER_SOURCE)
+    predicted = transfer.predict(test.features, test.rows)
+    actual = np.where(test.performance > INVALID_PERFORMANCE, test.performance, 0.0)
+    order = np.lexsort((rng.random(predicted.size), -predicted))
+    correlation = spearmanr(predicted, actual).statistic
+    return float(actual[order[:top]].max()), 0.0 if math.isnan(correlation) else float(correlation)
+
+
+@dataclass(frozen=True)
+class ZeroShot:
+    """The zero-shot prediction for a target GPU: its score for every configuration of the
+    space (higher is better), the source GPUs it learned from and the device features used."""
+
+    scores: np.ndarray
+    sources: tuple[str, ...]
+    selection: Selection
+
+    @property
+    def ranking(self) -> np.ndarray:
+        """Rows of the space, most promising first (ties in row order)."""
+        return np.argsort(-self.scores, kind="stable")
+
+
+def zero_shot(
+    candidates: Candidates,
+    tasks: Sequence[TaskData],
+    target_features: Sequence[float],
+    names: Sequence[str],
+    *,
+    rng: np.random.Generator,
+    select: bool = True,
+    model: str | BaseEstimator = "rf",
+    target: str = "log",
+    top: int = 10,
+) -> ZeroShot | None:
+    """Select device features, fit the model on `tasks` and rank `candidates` for the target.
+
+    `names` name the columns of every feature vector (the tasks' and `target_features`). With
+    `select`, CV-DFS picks the columns (else every column is used). None when no task shares
+    a configuration with the space.
+    """
+    space = encode_space(candidates)
+    sources = sources_for(tasks, candidates)
+    if not sources:
+        return None
+    if select:
+        selection = select_features(
+            space, sources, names, rng=rng, top=top, model=model, target=target
+        )
+    else:
+        selection = Selection(tuple(range(len(names))), tuple(names), "all")
+    scores = score_space(
+        space, sources, selection.columns, target_features, rng, model=model, target=target
+    )
+    return ZeroShot(scores, tuple(s.name for s in sources), selection)
