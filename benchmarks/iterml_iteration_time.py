@@ -21,7 +21,7 @@ import numpy as np
 
 from annotune.core.records import Candidates, Result
 from annotune.results.replay import load_replay
-from annotune.search import IterML
+from annotune.search import IterML, IterMLSettings
 from annotune.search.models import Surrogate, encode_features
 
 GEMM = Path(__file__).resolve().parents[2] / "shared" / "data" / "replay" / "gemm_RTX_3090.json.gz"
@@ -41,7 +41,7 @@ def time_iteration(candidates: Candidates, times: np.ndarray, measured: int, n_j
     best = (np.inf,) * 6
     for seed in range(3):
         rng = np.random.default_rng(seed)
-        strategy = IterML(n_jobs=n_jobs, initial=measured, climb_after=measured)
+        strategy = IterML(IterMLSettings(n_jobs=n_jobs, initial=measured, climb_after=measured))
         started = time.perf_counter()
         strategy.start(candidates, rng)
         start = time.perf_counter() - started

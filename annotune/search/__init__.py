@@ -1,8 +1,8 @@
 """Search strategies behind one ask/tell interface, created by name.
 
-`create("iterml", cut=0.3)` returns a fresh strategy; `STRATEGY_NAMES` lists the names the
-command line accepts. `iterml-paper` is the plain Algorithm 1 of Cui & Feng, kept so the
-default can be compared with it.
+`create("iterml", cut=0.3)` returns a fresh strategy (IterML's options become an
+`IterMLSettings`); `STRATEGY_NAMES` lists the names the command line accepts. `iterml-paper`
+is the plain Algorithm 1 of Cui & Feng, kept so the default can be compared with it.
 """
 
 from __future__ import annotations
@@ -13,17 +13,17 @@ from typing import Any
 from annotune.core.records import Candidates, Result, TaskData
 from annotune.search.base import Budget, Measure, SearchOutcome, Strategy, run_search
 from annotune.search.exhaustive import Exhaustive
-from annotune.search.iterml import IterML
+from annotune.search.iterml import IterML, IterMLSettings
 from annotune.search.predictive import PredictiveStrategy
 from annotune.search.random_search import RandomSearch
 from annotune.search.starchart import StarchartStrategy
 from annotune.search.transfer import Transfer
 
 _FACTORIES: dict[str, Callable[..., Strategy]] = {
-    "iterml": IterML,
+    "iterml": lambda **options: IterML(IterMLSettings(**options)),
     # The paper's setting: 20 random picks per iteration, half the remaining space cut.
     "iterml-paper": lambda **options: IterML(
-        **{"paper": True, "pick": 20, "initial": None, "cut": 0.5, **options}
+        IterMLSettings(**{"paper": True, "pick": 20, "initial": None, "cut": 0.5, **options})
     ),
     "predictive": PredictiveStrategy,
     "random": RandomSearch,
@@ -36,7 +36,7 @@ STRATEGY_NAMES = tuple(_FACTORIES)
 
 
 def create(name: str, **options: Any) -> Strategy:
-    """A new strategy by name; `options` go to its constructor (IterML's are documented there)."""
+    """A new strategy by name; `options` go to its constructor (IterML's: `IterMLSettings`)."""
     try:
         factory = _FACTORIES[name]
     except KeyError:
@@ -52,6 +52,7 @@ __all__ = [
     "Candidates",
     "Exhaustive",
     "IterML",
+    "IterMLSettings",
     "Measure",
     "RandomSearch",
     "Result",

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from annotune.core.records import Candidates, Result
-from annotune.search import Budget, IterML, Strategy, create, run_search
+from annotune.search import Budget, IterML, IterMLSettings, Strategy, create, run_search
 from annotune.search import iterml as iterml_module
 from annotune.search.predictive import PredictiveStrategy
 
@@ -199,13 +199,14 @@ def test_paper_mode_prunes_irreversibly():
 
 def test_pick_ratio_and_option_checks():
     candidates, times = bowl(10, 10, 2)
-    strategy = IterML(pick=0.05, initial=None)
+    strategy = IterML(IterMLSettings(pick=0.05, initial=None))
     strategy.start(candidates, np.random.default_rng(0))
     assert len(strategy.ask(1000)) == 10  # 5% of 200
+    assert create("iterml", cut=0.3).settings == IterMLSettings(cut=0.3)
     with pytest.raises(ValueError):
-        IterML(cut=1.0)
+        IterMLSettings(cut=1.0)
     with pytest.raises(ValueError):
-        IterML(exploit=0.8, local=0.5)
+        IterMLSettings(exploit=0.8, local=0.5)
     with pytest.raises(ValueError, match="unknown strategy"):
         create("annealing")
 
@@ -218,7 +219,7 @@ def test_iterml_batches_are_small_until_early_until_then_pick():
         sizes.append(len(results))
 
     run_search(
-        IterML(initial=20, pick=10, early_pick=5, early_until=40),
+        IterML(IterMLSettings(initial=20, pick=10, early_pick=5, early_until=40)),
         candidates,
         replay(times),
         budget=Budget(evaluations=80),
@@ -227,7 +228,7 @@ def test_iterml_batches_are_small_until_early_until_then_pick():
     )
     assert sizes == [20, 5, 5, 5, 5, 10, 10, 10, 10]
     with pytest.raises(ValueError):
-        IterML(early_pick=-1)
+        IterMLSettings(early_pick=-1)
     sizes.clear()
     run_search(
         create("iterml-paper"),
@@ -243,7 +244,9 @@ def test_iterml_batches_are_small_until_early_until_then_pick():
 def test_iterml_climbs_take_their_share_of_the_batches_after_climb_after():
     candidates, times = bowl()
     for share, expected in ((0.5, 3), (2 / 3, 4), (1, 6), (0, 0)):
-        strategy = IterML(initial=20, pick=10, early_pick=0, climb_after=40, climb_share=share)
+        strategy = IterML(
+            IterMLSettings(initial=20, pick=10, early_pick=0, climb_after=40, climb_share=share)
+        )
         outcome = run_search(
             strategy,
             candidates,
@@ -257,7 +260,7 @@ def test_iterml_climbs_take_their_share_of_the_batches_after_climb_after():
         indices = [r.index for r in outcome.results]
         assert len(indices) == 100 == len(set(indices))
     with pytest.raises(ValueError):
-        IterML(climb_share=1.5)
+        IterMLSettings(climb_share=1.5)
 
 
 def test_iterml_starts_the_climbs_at_their_first_turn_with_every_result_so_far(monkeypatch):
@@ -272,7 +275,7 @@ def test_iterml_starts_the_climbs_at_their_first_turn_with_every_result_so_far(m
     candidates, times = bowl()
     for budget, started in ((40, 0), (100, 1)):
         climbers.clear()
-        strategy = IterML(initial=20, pick=10, early_pick=0, climb_after=50)
+        strategy = IterML(IterMLSettings(initial=20, pick=10, early_pick=0, climb_after=50))
         outcome = run_search(
             strategy,
             candidates,
@@ -289,7 +292,9 @@ def test_iterml_starts_the_climbs_at_their_first_turn_with_every_result_so_far(m
 
 def test_iterml_climbs_batches_first_check_the_best_along_its_small_parameters():
     candidates, times = bowl(24, 24, 3)  # z has 3 values: the one parameter checked
-    strategy = IterML(initial=20, pick=10, early_pick=0, climb_after=40, incumbent_checks=2)
+    strategy = IterML(
+        IterMLSettings(initial=20, pick=10, early_pick=0, climb_after=40, incumbent_checks=2)
+    )
     batches: list[list[int]] = []
     run_search(
         strategy,
@@ -311,12 +316,12 @@ def test_iterml_climbs_batches_first_check_the_best_along_its_small_parameters()
         expected = set(np.flatnonzero(along_z)) - set(measured)
         assert set(batches[k][: len(expected)]) == expected, k
     with pytest.raises(ValueError):
-        IterML(incumbent_checks=-1)
+        IterMLSettings(incumbent_checks=-1)
 
 
 def test_iterml_with_climbs_every_batch_exhausts_a_small_space_once_each():
     candidates, times = bowl(6, 5, 2)
-    strategy = IterML(initial=10, climb_after=0, climb_share=1)
+    strategy = IterML(IterMLSettings(initial=10, climb_after=0, climb_share=1))
     outcome = run_search(
         strategy, candidates, replay(times), budget=Budget(), rng=np.random.default_rng(3)
     )
