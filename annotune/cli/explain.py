@@ -34,8 +34,8 @@ from annotune.cli.app import (
 )
 from annotune.core.diagnostics import AnnotuneError
 from annotune.core.records import normalized_performance
-from annotune.results.database import Database, default_db_path
 from annotune.results.replay import load_replay
+from annotune.results.studies import read_study
 from annotune.search.partition import Node, StopRule, Tree, build_tree, plot_tree
 
 MIN_GAIN = 0.01
@@ -64,7 +64,7 @@ def explain(
     depth: Annotated[int, typer.Option(help="Levels of splits in the tree.")] = 4,
     device: Annotated[
         str | None,
-        typer.Option(help="Source file: this device's measurements (default: the most)."),
+        typer.Option(help="Source file: this device's measurements (default: the newest study)."),
     ] = None,
     db: DbPath = None,
     json: JsonFlag = False,
@@ -114,39 +114,10 @@ def _replay(file: Path) -> Samples:
 
 
 def _measured(source: Path, db: Path | None, device: str | None) -> Samples:
-    """The source's measurements on one device: `device`, else the one with the most."""
-    if not source.is_file():
-        raise AnnotuneError(f"{source}: no such file")
-    db_path = db or default_db_path(source)
-    hint = f"run 'annotune tune {source}' first"
-    if not db_path.is_file():
-        raise AnnotuneError(f"no results database at {db_path}", hint=hint)
-    with Database(db_path) as database:
-        studies = [
-            (study, database.measurements(study))
-            for study in database.studies()
-            if _same_file(study.key.source, source)
-            and (device is None or study.key.device == device)
-        ]
-    studies = [(study, found) for study, found in studies if found]
-    if not studies:
-        on = f" on device '{device}'" if device else ""
-        raise AnnotuneError(f"no measurements of {source}{on} in {db_path}", hint=hint)
-    study, found = max(studies, key=lambda pair: len(pair[1]))
-    names = tuple(str(param["name"]) for param in study.key.space["params"])
-    values = np.array([[float(m.params[n]) for n in names] for m in found], dtype=np.float64)
-    times = np.array([np.nan if m.time is None else m.time for m in found], dtype=np.float64)
-    title = f"{source} on {study.key.device}"
-    return Samples(title, names, values, normalized_performance(times))
-
-
-def _same_file(recorded: str, source: Path) -> bool:
-    """Whether a study's source (as the user typed it at tune time) is this file: the same
-    path, or, when it was recorded relative to another directory, the same name."""
-    path = Path(recorded)
-    if path.is_absolute() or path.exists():
-        return path.resolve() == source.resolve()
-    return path.name == source.name
+    """The source's measurements (`read_study`: its newest study, on `device` when given)."""
+    found = read_study(source, db_path=db, device=device)
+    title = f"{source} on {found.study.key.device}"
+    return Samples(title, found.names, found.values(), normalized_performance(found.times()))
 
 
 def _label(node: Node, condition: str) -> str:

@@ -6,15 +6,13 @@ space on other GPUs, the search starts from what they teach (`--no-transfer`: it
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from annotune.annotate import Problem, read_problem
-from annotune.builder import CompilerCommand
+from annotune.annotate import read_problem
 from annotune.cli.app import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -27,18 +25,9 @@ from annotune.cli.app import (
     stdout,
     user_errors,
 )
-from annotune.core.diagnostics import AnnotuneError
-from annotune.run.program import RunSpec
 from annotune.search import STRATEGY_NAMES
-from annotune.session.tuner import (
-    FailureKind,
-    TuneOptions,
-    TuneProgress,
-    TuneReport,
-    speedup,
-    tune,
-)
-from annotune.transfer.prior import TRANSFER_STRATEGIES
+from annotune.session.options import TuneArguments, tune_options
+from annotune.session.tuner import FailureKind, TuneProgress, TuneReport, speedup, tune
 
 SHOWN_FAILURE_KINDS = 3
 
@@ -122,21 +111,7 @@ def tune_command(
 ) -> None:
     """Tune FILE on this machine: compile variants, time them, search, write the header."""
     with user_errors():
-        if strategy not in STRATEGY_NAMES:
-            raise AnnotuneError(
-                f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGY_NAMES)}"
-            )
-        if transfer_from and not transfer:
-            raise AnnotuneError("--transfer-from needs transfer; drop --no-transfer")
-        if transfer_from and strategy not in TRANSFER_STRATEGIES:
-            raise AnnotuneError(
-                f"--transfer-from works with the strategies {', '.join(TRANSFER_STRATEGIES)}, "
-                f"not {strategy!r}"
-            )
-        if budget < 1:
-            raise AnnotuneError("--budget must be at least 1")
-        problem = read_problem(file, config_path=config)
-        options = TuneOptions(
+        given = TuneArguments(
             strategy=strategy,
             budget=budget,
             seconds=seconds,
@@ -146,15 +121,21 @@ def tune_command(
             out_dir=out_dir,
             db_path=db,
             fresh=fresh,
-            compiler=_compiler(problem, compiler),
+            compiler=compiler,
             compile_timeout=compile_timeout,
-            run=_run_spec(problem, arg, repeats, warmup, timeout, time_regex),
+            args=tuple(arg or ()),
+            repeats=repeats,
+            warmup=warmup,
+            timeout=timeout,
+            time_regex=time_regex,
             mode=mode,
             kernel=kernel,
             backend=backend,
             transfer=transfer,
             transfer_from=tuple(transfer_from or ()),
         )
+        problem = read_problem(file, config_path=config)
+        options = tune_options(problem, given)
         with _ProgressDisplay(enabled=not json and stderr.is_terminal) as display:
             report = tune(problem, options, display.update)
     if json:
@@ -176,44 +157,6 @@ def tune_command(
         else:
             stderr.print("annotune: error: no configuration ran successfully", highlight=False)
         raise typer.Exit(code=EXIT_FAILED)
-
-
-def _compiler(problem: Problem, text: str | None) -> CompilerCommand | None:
-    if text is not None:
-        return CompilerCommand.parse(text)
-    if problem.settings.compile:
-        argv = problem.settings.compile
-        return (
-            CompilerCommand.parse(argv[0])
-            if len(argv) == 1
-            else CompilerCommand.parse(shlex.join(argv))
-        )
-    return None
-
-
-def _run_spec(
-    problem: Problem,
-    args: list[str] | None,
-    repeats: int | None,
-    warmup: int | None,
-    timeout: float | None,
-    time_regex: str | None,
-) -> RunSpec:
-    settings = problem.settings
-
-    def pick(cli, configured, default):
-        return cli if cli is not None else configured if configured is not None else default
-
-    try:
-        return RunSpec(
-            args=tuple(args) if args else settings.args,
-            timeout=pick(timeout, settings.timeout, 60.0),
-            warmup=pick(warmup, settings.warmup, 1),
-            repeats=pick(repeats, settings.repeats, 5),
-            time_regex=pick(time_regex, settings.time_regex, None),
-        )
-    except (ValueError, TypeError) as error:
-        raise AnnotuneError(str(error)) from None
 
 
 class _ProgressDisplay:

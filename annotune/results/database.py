@@ -38,6 +38,7 @@ from typing import Any
 from annotune.annotate.problem import Problem
 from annotune.core.diagnostics import AnnotuneError
 from annotune.core.records import Measurement, Number
+from annotune.results.t4 import write_t4
 
 SCHEMA_VERSION = 2
 """Stored in `PRAGMA user_version`; bump it with every change to the tables below and add the
@@ -45,16 +46,6 @@ step that converts the previous version to `_MIGRATIONS`."""
 
 BUSY_TIMEOUT_S = 60.0
 """How long a writer waits for another process's transaction before giving up."""
-
-
-T4_SCHEMA_VERSION = "1.0.0"
-_T4_INVALIDITY = {
-    "ok": "correct",
-    "compile_error": "compile",
-    "runtime_error": "runtime",
-    "timeout": "timeout",
-    "wrong_output": "correctness",
-}
 
 _SCHEMA = """
 CREATE TABLE studies (
@@ -374,23 +365,13 @@ class Database:
         return _measurement(row) if row is not None else None
 
     def export_t4(self, study: Study, path: Path) -> None:
-        """Write the study as a T4 ("Open Autotuning Results", schema 1.0.0) JSON file.
-
-        `metadata` (a field T4 leaves open) holds the `device` name and, when the study has
-        them, its `device_features`, so the file can teach about its GPU on its own.
-        Per measurement: `timestamp`, `configuration`, `objectives` (["time"]), `times`
-        (`runtimes`: the repeats in ms; `compilation` in seconds where the compiler stage
-        recorded `compile_info["seconds"]`), `invalidity` ("correct", "compile", "runtime",
-        "timeout" or "correctness"), `correctness` (0 for a wrong answer, else 1) and
-        `measurements`: the median `time` in ms and every numeric compiler figure.
-        """
-        results = [_t4_record(m) for m in self.measurements(study)]
-        metadata: dict[str, Any] = {"device": study.key.device}
-        if study.device_features is not None:
-            metadata["device_features"] = study.device_features
-        document = {"schema_version": T4_SCHEMA_VERSION, "metadata": metadata, "results": results}
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
+        """Write the study, with its device and features, as a T4 file (`annotune.results.t4`)."""
+        write_t4(
+            path,
+            self.measurements(study),
+            device=study.key.device,
+            device_features=study.device_features,
+        )
 
 
 _COLUMNS = "params_json, status, time, times_json, error, compile_info_json, created"
@@ -407,28 +388,6 @@ def _measurement(row: tuple) -> Measurement:
         compile_info=json.loads(compile_info),
         created=created,
     )
-
-
-def _t4_record(m: Measurement) -> dict:
-    times: dict[str, Any] = {"runtimes": list(m.times)}
-    seconds = m.compile_info.get("seconds")
-    if isinstance(seconds, int | float):
-        times["compilation"] = seconds
-    measurements = []
-    if m.time is not None:
-        measurements.append({"name": "time", "value": m.time, "unit": "ms"})
-    for name, value in m.compile_info.items():
-        if name != "seconds" and isinstance(value, int | float) and not isinstance(value, bool):
-            measurements.append({"name": name, "value": value, "unit": ""})
-    return {
-        "timestamp": m.created,
-        "configuration": dict(m.params),
-        "objectives": ["time"],
-        "times": times,
-        "invalidity": _T4_INVALIDITY[m.status],
-        "correctness": 0 if m.status == "wrong_output" else 1,
-        "measurements": measurements,
-    }
 
 
 def _plain(value: Any) -> Number:

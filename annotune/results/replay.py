@@ -7,12 +7,9 @@ Two file formats are read:
   strings `InvalidConfig`, `CompilationFailedConfig`, `RuntimeFailedConfig` for an invalid
   configuration. A cache Kernel Tuner left unclosed (interrupted run: no final braces) is
   read too.
-* T4 result files (the community "Open Autotuning Results" format): `results` is a list of
-  records with `configuration`, `objectives`, `measurements` (name/value/unit) and
-  `invalidity` ("correct" for a valid measurement; "compile", "runtime", "correctness",
-  "constraints" or "timeout" otherwise). When a configuration appears more than once, its
-  first record is used. `metadata` (as `annotune export` writes it) may name the `device`
-  and hold its `device_features`.
+* T4 result files (the community "Open Autotuning Results" format, `annotune.results.t4`),
+  as `annotune export` writes them: their `metadata` may name the `device` and hold its
+  `device_features`.
 
 Every configuration present in the file is the legal space. Invalid records become invalid
 results (time None, error = the marker), so strategies learn from them exactly as they would
@@ -33,6 +30,8 @@ import numpy as np
 
 from annotune.core.diagnostics import AnnotuneError
 from annotune.core.records import Candidates, Result, normalized_performance
+from annotune.results.rows import Row, time_or_marker
+from annotune.results.t4 import is_t4, read_t4
 
 
 @dataclass(frozen=True)
@@ -97,9 +96,9 @@ def load_replay(path: str | Path) -> ReplayDataset:
         if not data.get("tune_params_keys"):
             raise AnnotuneError(f"{path}: Kernel Tuner cache without tune_params_keys")
         keys = [str(k) for k in data["tune_params_keys"]]
-    elif isinstance(data, dict) and isinstance(data.get("results"), list):
-        rows, keys = _t4_rows(data, path)
-        device, device_features = _t4_device(data)
+    elif is_t4(data):
+        t4 = read_t4(data, path)
+        rows, keys, device, device_features = t4.rows, t4.names, t4.device, t4.device_features
     else:
         raise AnnotuneError(f"{path}: neither a Kernel Tuner cache nor a T4 results file")
     if not rows:
@@ -127,9 +126,6 @@ def _problem_size(value: Any) -> tuple[float, ...]:
     return ()
 
 
-Row = tuple[dict[str, Any], float, str]  # configuration, time (nan = invalid), error marker
-
-
 def _read_json(path: Path) -> Any:
     try:
         raw = path.read_bytes()
@@ -151,60 +147,15 @@ def _read_json(path: Path) -> Any:
             raise AnnotuneError(f"{path}: not valid JSON: {error}") from None
 
 
-def _time_or_marker(value: Any) -> tuple[float, str]:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return math.nan, str(value) if value is not None else "missing time"
-    if not math.isfinite(value):
-        return math.nan, "non-finite time"
-    return float(value), ""
-
-
 def _kernel_tuner_rows(data: dict, path: Path) -> list[Row]:
     objective = str(data.get("objective") or "time")
     rows = []
     for key, record in data["cache"].items():
         if not isinstance(record, dict):
             raise AnnotuneError(f"{path}: cache entry {key!r} is not an object")
-        time, error = _time_or_marker(record.get(objective))
+        time, error = time_or_marker(record.get(objective))
         rows.append((record, time, error))
     return rows
-
-
-def _t4_rows(data: dict, path: Path) -> tuple[list[Row], list[str]]:
-    rows: list[Row] = []
-    seen: set[tuple] = set()
-    keys: list[str] | None = None
-    for n, record in enumerate(data["results"]):
-        config = record.get("configuration") if isinstance(record, dict) else None
-        if not isinstance(config, dict):
-            raise AnnotuneError(f"{path}: results[{n}] has no configuration object")
-        if keys is None:
-            keys = [str(k) for k in config]
-        ident = tuple(json.dumps(config.get(k)) for k in keys)
-        if ident in seen:
-            continue
-        seen.add(ident)
-        objective = (record.get("objectives") or ["time"])[0]
-        value = next(
-            (m.get("value") for m in record.get("measurements", []) if m.get("name") == objective),
-            None,
-        )
-        invalidity = str(record.get("invalidity", "correct"))
-        if invalidity != "correct":
-            rows.append((config, math.nan, invalidity))
-        else:
-            time, error = _time_or_marker(value)
-            rows.append((config, time, error))
-    return rows, keys or []
-
-
-def _t4_device(data: dict) -> tuple[str, dict | None]:
-    """The device name and features from a T4 file's `metadata`, ("", None) where absent."""
-    metadata = data.get("metadata")
-    if not isinstance(metadata, dict):
-        return "", None
-    features = metadata.get("device_features")
-    return str(metadata.get("device") or ""), features if isinstance(features, dict) else None
 
 
 def _encode_values(rows: list[Row], keys: list[str], path: Path) -> np.ndarray:

@@ -20,10 +20,11 @@ import numpy as np
 from annotune import __version__
 from annotune.annotate import Problem, problem_space
 from annotune.core.diagnostics import AnnotuneError
-from annotune.core.records import Candidates, Measurement, Number, TaskData
+from annotune.core.records import Candidates, Number, TaskData
 from annotune.emit import PREDICTED, render_header, tuned_header_path, write_if_changed
-from annotune.results.database import Database, Study, StudyKey, default_db_path
+from annotune.results.database import Database, StudyKey, default_db_path
 from annotune.results.replay import load_replay
+from annotune.results.studies import studies_elsewhere
 from annotune.search.multitask import encode_space, sources_for
 from annotune.transfer.adapt import Selection, select_features, zero_shot
 from annotune.transfer.features import (
@@ -158,33 +159,20 @@ def _chosen(
 
 
 def _from_database(db: Database, key: StudyKey, names: Sequence[str]) -> list[_Found]:
-    """Per other device, its study of the same content and space with the most measurements."""
-    best: dict[str, tuple[int, Study, list[Measurement]]] = {}
-    for study in db.studies():
-        other = study.key
-        if (
-            other.device == key.device
-            or other.content_hash != key.content_hash
-            or dict(other.space) != dict(key.space)
-        ):
-            continue
-        measured = db.measurements(study)
-        valid = sum(m.status == "ok" for m in measured)
-        if other.device not in best or valid > best[other.device][0]:
-            best[other.device] = (valid, study, measured)
+    """Per other device, its study of the same content and space with the most valid
+    measurements (`annotune.results.studies.studies_elsewhere`), columns in `names` order."""
     found = []
-    for device, (valid, study, measured) in best.items():
-        if not valid:
-            continue
+    for record in studies_elsewhere(db, key):
+        device, stored = record.study.key.device, record.study.device_features
         features = None
-        if study.device_features is not None:
+        if stored is not None:
             try:
-                features = DeviceFeatures.from_json(study.device_features)
+                features = DeviceFeatures.from_json(stored)
             except ValueError:
                 features = None
-        values = np.array([[float(m.params[n]) for n in names] for m in measured])
-        times = np.array([m.time if m.status == "ok" else np.nan for m in measured], float)
-        found.append(_Found(device, values, times, features or lookup(device)))
+        found.append(
+            _Found(device, record.values(names), record.times(), features or lookup(device))
+        )
     return found
 
 
