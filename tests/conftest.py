@@ -25,8 +25,7 @@ class Cli:
         self.runner = CliRunner()
 
     def __call__(self, *args: str):
-        import annotune.cli  # noqa: F401  (registers every command)
-
+        """The group imports a command's module when it runs, as `annotune` itself does."""
         return self.runner.invoke(app, [str(a) for a in args])
 
     def json(self, *args: str) -> dict:

@@ -1,18 +1,9 @@
-"""Command line: `annotune scan | bench | ...`. Each command lives in its own module."""
+"""Command line: `annotune scan | bench | ...`. Each command lives in its own module, imported
+only when that command runs (see `annotune.cli.app.COMMANDS`)."""
 
 import os
 import sys
 
-from annotune.cli import (
-    bench,  # noqa: F401  (registers the command)
-    build,  # noqa: F401  (registers the command)
-    explain,  # noqa: F401  (registers the command)
-    export,  # noqa: F401  (registers the command)
-    lift,  # noqa: F401  (registers the command)
-    predict,  # noqa: F401  (registers the command)
-    scan,  # noqa: F401  (registers the command)
-    tune,  # noqa: F401  (registers the command)
-)
 from annotune.cli.app import EXIT_FAILED, app
 
 

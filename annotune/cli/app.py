@@ -3,29 +3,124 @@
 Exit codes: 0 success, 1 the work itself failed (e.g. no valid configuration was found),
 2 bad input (a located `FILE:LINE:COL: error:` message on stderr), 130 interrupted.
 Data goes to stdout; progress, warnings and errors go to stderr.
+
+A command's module is imported only when that command runs (`COMMANDS`), and rich only when a
+command prints with it (`stdout`, `stderr`): `annotune build` runs on every `make` and must not
+pay for scikit-learn or libclang, which other commands import, nor for rich, which it never uses.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
+from importlib import import_module
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 
 import typer
-from rich.console import Console
+from typer.core import TyperCommand, TyperGroup
+from typer.main import get_command_from_info, get_command_name
 
 from annotune.core.diagnostics import AnnotuneError
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
 
+
+class LazyCommand(NamedTuple):
+    """A command as `annotune --help` knows it before its module is imported."""
+
+    module: str
+    """The module whose import registers the command on `app`."""
+    help: str
+    """What `annotune --help` lists: the first paragraph of the command's docstring."""
+
+
+COMMANDS: dict[str, LazyCommand] = {
+    "bench": LazyCommand(
+        "annotune.cli.bench",
+        "Measurements each strategy needs for Standard 1 (median of best >= 0.95) and Standard 2 "
+        "(5th percentile >= 0.95), beside the exact values for random search.",
+    ),
+    "build": LazyCommand(
+        "annotune.cli.build",
+        "Write the tuned header of FILE for this device to OUT (the defaults if it has none).",
+    ),
+    "explain": LazyCommand(
+        "annotune.cli.explain",
+        "Partition the measured configurations of FILE by the parameter values that matter most "
+        "(Starchart's regression tree) and rank the parameters by importance.",
+    ),
+    "export": LazyCommand(
+        "annotune.cli.export",
+        "Export the measurements of FILE's current source (the latest matching study) to T4 JSON.",
+    ),
+    "lift": LazyCommand(
+        "annotune.cli.lift",
+        "Guard FILE's tunable #defines and turn its tuned pragma literals into macros.",
+    ),
+    "predict": LazyCommand(
+        "annotune.cli.predict",
+        "Predict the best configuration of FILE for a GPU from other GPUs' results alone.",
+    ),
+    "scan": LazyCommand(
+        "annotune.cli.scan",
+        "List the tunable parameters and constraints of FILE and the size of its search space.",
+    ),
+    "tune": LazyCommand(
+        "annotune.cli.tune",
+        "Tune FILE on this machine: compile variants, time them, search, write the header.",
+    ),
+}
+"""Every command by name, in the order `annotune --help` lists them."""
+
+
+class _HelpOnly(TyperCommand):
+    """Stands for a command whose module is not imported yet: enough for the group's help and
+    its "Did you mean" suggestions, replaced by the real command before it runs."""
+
+
+class _LazyGroup(TyperGroup):
+    """The `annotune` group: lists every command in `COMMANDS`, imports one only to run it."""
+
+    def __init__(self, *, commands: dict[str, TyperCommand], **attrs: Any) -> None:
+        stand_ins = {
+            name: _HelpOnly(name, short_help=entry.help) for name, entry in COMMANDS.items()
+        }
+        super().__init__(commands={**stand_ins, **commands}, **attrs)
+
+    def resolve_command(
+        self, ctx: typer.Context, args: list[str]
+    ) -> tuple[str | None, TyperCommand | None, list[str]]:
+        if isinstance(self.commands.get(args[0]), _HelpOnly):
+            self.commands[args[0]] = _load(args[0])
+        return super().resolve_command(ctx, args)
+
+
+def _load(name: str) -> TyperCommand:
+    """Import the module of command `name`, which registers it on `app`, and build it."""
+    module = COMMANDS[name].module
+    import_module(module)
+    for info in app.registered_commands:
+        if (info.name or get_command_name(info.callback.__name__)) == name:
+            return get_command_from_info(
+                info,
+                pretty_exceptions_short=app.pretty_exceptions_short,
+                rich_markup_mode=app.rich_markup_mode,
+            )
+    raise RuntimeError(f"{module} registers no command {name!r}")
+
+
 app = typer.Typer(
     name="annotune",
     help="Autotune the knobs marked in CUDA and OpenACC source.",
+    cls=_LazyGroup,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -37,9 +132,20 @@ def _group() -> None:
     """Autotune the knobs marked in CUDA and OpenACC source."""
 
 
-# Tables keep a readable width when piped into a file or a CI log.
-stdout = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 160)
-stderr = Console(stderr=True, soft_wrap=True)
+def __getattr__(name: str) -> Console:
+    """`stdout` and `stderr`, the rich consoles of tables and progress, made on first import
+    (`from annotune.cli.app import stdout`). Tables keep a readable width when piped into a file
+    or a CI log. Any other name (the import system asks for `__path__`) imports nothing."""
+    if name not in ("stdout", "stderr"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from rich.console import Console
+
+    if name == "stdout":
+        console = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 160)
+    else:
+        console = Console(stderr=True, soft_wrap=True)
+    globals()[name] = console
+    return console
 
 
 @contextmanager
@@ -80,8 +186,3 @@ def require_matplotlib() -> None:
 def print_json(data: Any) -> None:
     """Exactly one JSON object on stdout, nothing else."""
     sys.stdout.write(json.dumps(data, indent=2) + "\n")
-
-
-def command(fn: Callable) -> Callable:
-    """Register `fn` as a subcommand (named after the function)."""
-    return app.command()(fn)

@@ -5,19 +5,20 @@ writes the defaults read from FILE's annotations with one warning on stderr. OUT
 only when its content changes (make then rebuilds only what really changed) and always
 atomically, so any number of `make -j` jobs may build the same OUT at once.
 
-The common path (a tuned header exists) only copies a file: the source is not parsed.
+The common path (a tuned header exists) only copies a file: the source is not parsed, and
+neither libclang, jinja2 nor rich is imported (a no-op `make` pays for Python, typer and this).
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from annotune import __version__
-from annotune.annotate import read_problem
-from annotune.cli.app import JsonFlag, app, print_json, stderr, user_errors
+from annotune.cli.app import JsonFlag, app, print_json, user_errors
 from annotune.core.diagnostics import AnnotuneError, Location
 from annotune.emit import render_defaults_header, tuned_header_path, write_if_changed
 from annotune.run.device import DEVICE_ENV, current_device_name
@@ -52,11 +53,10 @@ def build(
             text = _read(header)
         else:
             text = _defaults(file, name, config)
-            stderr.print(
+            print(
                 f"annotune: warning: no tuned header for device '{name}' ({header}); "
                 f"wrote the defaults from {file}",
-                markup=False,
-                highlight=False,
+                file=sys.stderr,
             )
         try:
             changed = write_if_changed(out, text)
@@ -81,6 +81,9 @@ def _read(header: Path) -> str:
 
 
 def _defaults(file: Path, device: str, config: Path | None) -> str:
-    """The defaults header: the only path that parses the source (libclang, slower)."""
+    """The defaults header: the only path that parses the source, so the only one that imports
+    the front end (libclang, slower)."""
+    from annotune.annotate import read_problem
+
     problem = read_problem(file, config_path=config)
     return render_defaults_header(problem, device=device, tool_version=__version__)

@@ -6,6 +6,10 @@ timestamps, no absolute paths) so that re-tuning to the same result changes noth
 and `write_if_changed` leaves an unchanged file alone so that make does not rebuild.
 
 Every define is wrapped in `#ifndef NAME`, so a `-D NAME=...` on the command line still wins.
+
+Importing this module is cheap: `annotune build` only finds and copies a tuned header on every
+`make`, so jinja2 is imported when a header is first rendered and the other stages' types
+(libclang's front end, numpy's records) only for type checking.
 """
 
 from __future__ import annotations
@@ -16,13 +20,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-
-import jinja2
+from typing import TYPE_CHECKING
 
 from annotune import __version__
-from annotune.annotate.problem import Problem, TunableParam
 from annotune.core.files import replace_atomically
-from annotune.core.records import Number
+
+if TYPE_CHECKING:
+    import jinja2
+
+    from annotune.annotate.problem import Problem, TunableParam
+    from annotune.core.records import Number
 
 TEMPLATE = "tuned_header.h.j2"
 TUNED_DIR = "tuned"
@@ -122,6 +129,8 @@ def write_if_changed(path: Path, text: str) -> bool:
 
 @cache
 def _template() -> jinja2.Template:
+    import jinja2
+
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("annotune.emit", "templates"),
         undefined=jinja2.StrictUndefined,

@@ -3,21 +3,29 @@ when it changes, and stays correct when make runs many at once."""
 
 from __future__ import annotations
 
+import inspect
 import os
+import re
 import shutil
 import subprocess
 import sys
+from importlib import import_module
 from pathlib import Path
 
 import pytest
+import typer.main
 
 from annotune.annotate import read_problem
+from annotune.cli.app import COMMANDS, app
 from annotune.emit import render_defaults_header
 from annotune.run.device import DEVICE_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 DEVICE = "NVIDIA A100-PCIE-40GB"
 TUNED_TEXT = "/* tuned for the A100 */\r\n#ifndef BLOCK_X\r\n#define BLOCK_X 64\r\n#endif\r\n"
+HEAVY = {"sklearn", "scipy", "clang", "numpy", "jinja2", "rich"}
+"""What a no-op `make` must not import: the first five took a second of every `annotune build`,
+rich a sixth of what was left."""
 
 
 @pytest.fixture
@@ -101,11 +109,7 @@ def test_an_unwritable_output_is_a_user_error(cli, project, tmp_path):
 def test_eight_concurrent_runs_leave_a_complete_file(project, tmp_path, device):
     """What `make -j8` does when eight targets share one generated header."""
     out = tmp_path / "build" / "stencil.tuned.h"
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-        DEVICE_ENV: device,
-    }
+    env = {**_checkout_env(), DEVICE_ENV: device}
     command = [sys.executable, "-m", "annotune", "build", str(project), "-o", str(out)]
     runs = [
         subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -119,3 +123,63 @@ def test_eight_concurrent_runs_leave_a_complete_file(project, tmp_path, device):
     else:
         assert out.read_text() == render_defaults_header(read_problem(project), device=device)
     assert os.listdir(out.parent) == [out.name]  # no temporary file left behind
+
+
+def test_copying_a_tuned_header_imports_no_heavy_package(project, tmp_path):
+    """The path every `make` takes; the defaults path, which parses the source, may import them."""
+    out = tmp_path / "out.h"
+    fast = _imports("build", project, "-o", out)
+    assert out.read_bytes() == TUNED_TEXT.encode()
+    assert "annotune.cli.build" in fast  # the list is real, not empty
+    assert not {name.split(".")[0] for name in fast} & HEAVY
+
+    slow = _imports("build", project, "-o", out, "--device", "a device with no tuned header")
+    assert {"clang.cindex", "jinja2"} <= slow
+
+
+def test_help_lists_every_command_without_importing_one(cli):
+    assert not _imports("--help") & {entry.module for entry in COMMANDS.values()}
+    listed = re.findall(r"^\W+(\w+) {2,}\w", cli("--help").stdout, re.MULTILINE)
+    assert listed == list(COMMANDS)
+
+
+def test_every_command_is_in_the_table_with_its_docstring():
+    """`annotune --help` lists `COMMANDS` without importing them, so the table must match what
+    the modules register: the same names, in order, and each docstring's first paragraph."""
+    for entry in COMMANDS.values():
+        import_module(entry.module)
+    commands = typer.main.get_command(app).commands
+    assert list(commands) == list(COMMANDS)
+    for name, entry in COMMANDS.items():
+        command = commands[name]
+        assert command.callback is not None, f"{entry.module} registers no command {name!r}"
+        first_paragraph = inspect.cleandoc(command.help).split("\n\n")[0]
+        assert entry.help == " ".join(first_paragraph.split()), name
+
+
+def _checkout_env() -> dict[str, str]:
+    """This process's environment, with this checkout importable whether installed or not."""
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": path}
+
+
+def _imports(*args: object) -> set[str]:
+    """The modules `annotune ARGS` has imported when it exits 0 in a fresh process (read from
+    sys.modules: `-X importtime` does not report what importlib.import_module loads)."""
+    probe = (
+        "import sys\n"
+        "from annotune.cli import main\n"
+        "try:\n"
+        "    main()\n"
+        "finally:\n"
+        "    print(*sys.modules, file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, *map(str, args)],
+        env=_checkout_env(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return set(done.stderr.splitlines()[-1].split())
