@@ -27,7 +27,7 @@ from annotune.cli.app import (
 )
 from annotune.search import STRATEGY_NAMES
 from annotune.session.options import TuneArguments, tune_options
-from annotune.session.tuner import FailureKind, TuneProgress, TuneReport, speedup, tune
+from annotune.session.tuner import FailureKind, TuneProgress, TuneReport, tune
 
 SHOWN_FAILURE_KINDS = 3
 
@@ -65,7 +65,21 @@ def tune_command(
         list[str] | None, typer.Option("--arg", help="A program argument (repeatable).")
     ] = None,
     repeats: Annotated[
-        int | None, typer.Option(help="Timed runs per configuration (default 5).")
+        int | None,
+        typer.Option(
+            help="The least number of timed runs per configuration (default 5); more are made "
+            "until its median is stable."
+        ),
+    ] = None,
+    max_repeats: Annotated[
+        int | None,
+        typer.Option(help="The most timed runs per configuration (default 30)."),
+    ] = None,
+    stable_within: Annotated[
+        float | None,
+        typer.Option(
+            help="Stable: the 95% interval of the median within this share of it (default 0.02)."
+        ),
     ] = None,
     warmup: Annotated[int | None, typer.Option(help="Untimed runs first (default 1).")] = None,
     timeout: Annotated[
@@ -106,6 +120,41 @@ def tune_command(
             "another GPU (repeatable).",
         ),
     ] = None,
+    recheck: Annotated[
+        int,
+        typer.Option(
+            help="The best configurations re-measured against the default, interleaved, before "
+            "a winner is claimed (0: no final check and no speedup claimed)."
+        ),
+    ] = 3,
+    recheck_rounds: Annotated[
+        int, typer.Option(help="Interleaved rounds of that final check (at least 6).")
+    ] = 10,
+    retry_failed: Annotated[
+        bool, typer.Option(help="Measure this study's failed configurations again.")
+    ] = False,
+    reference: Annotated[
+        str | None,
+        typer.Option(
+            help='The baseline instead of the default, e.g. "BLOCK_X=64,BLOCK_Y=8": its output '
+            "is the reference and its time what speedups are measured against."
+        ),
+    ] = None,
+    check: Annotated[
+        bool,
+        typer.Option(help="Check each configuration's output against the baseline's."),
+    ] = True,
+    check_rtol: Annotated[
+        float | None,
+        typer.Option(help="Relative tolerance of that check (default 1e-6; kernels 1e-5)."),
+    ] = None,
+    flush_l2: Annotated[
+        bool | None,
+        typer.Option(
+            help="Kernel mode: clear the L2 cache before each timed launch (default: when the "
+            "kernel's data fit in it)."
+        ),
+    ] = None,
     config: ConfigPath = None,
     json: JsonFlag = False,
 ) -> None:
@@ -125,6 +174,8 @@ def tune_command(
             compile_timeout=compile_timeout,
             args=tuple(arg or ()),
             repeats=repeats,
+            max_repeats=max_repeats,
+            stable_within=stable_within,
             warmup=warmup,
             timeout=timeout,
             time_regex=time_regex,
@@ -133,6 +184,13 @@ def tune_command(
             backend=backend,
             transfer=transfer,
             transfer_from=tuple(transfer_from or ()),
+            recheck=recheck,
+            recheck_rounds=recheck_rounds,
+            retry_failed=retry_failed,
+            reference=reference,
+            check=check,
+            check_rtol=check_rtol,
+            flush_l2=flush_l2,
         )
         problem = read_problem(file, config_path=config)
         options = tune_options(problem, given)
@@ -144,6 +202,22 @@ def tune_command(
         _print_report(report)
     if report.interrupted:
         raise typer.Exit(code=EXIT_INTERRUPTED)
+    if report.baseline_failed:
+        baseline = (report.baseline or report.default).params
+        stderr.print(
+            f"annotune: error: the baseline configuration {baseline} "
+            f"failed ({_headline(report.baseline_failed)}): there is nothing to check outputs "
+            "against or to compare times with",
+            markup=False,
+            highlight=False,
+        )
+        stderr.print(
+            "note: fix the program, or name a working baseline with --reference "
+            '"NAME=VALUE,...", or tune without output checks with --no-check',
+            markup=False,
+            highlight=False,
+        )
+        raise typer.Exit(code=EXIT_FAILED)
     if report.best is None:
         if report.gave_up:
             (kind,) = report.failures
@@ -230,12 +304,13 @@ def _example(kind: FailureKind) -> str:
 
 
 def _print_report(report: TuneReport) -> None:
-    gain = speedup(report)
-    stdout.print(f"device        {report.device}")
+    stdout.print(f"device        {report.device}", markup=False, highlight=False)
     if report.prior is not None and report.prior.tasks:
         features = report.prior.selection.describe() if report.prior.selection else "none"
         stdout.print(
-            f"learned from  {', '.join(report.prior.sources)} (device features: {features})"
+            f"learned from  {', '.join(report.prior.sources)} (device features: {features})",
+            markup=False,
+            highlight=False,
         )
     size = "a space too large to count" if report.space_size is None else f"{report.space_size:,}"
     stdout.print(
@@ -251,11 +326,34 @@ def _print_report(report: TuneReport) -> None:
     if len(report.failures) > SHOWN_FAILURE_KINDS:
         others = sum(kind.count for kind in report.failures[SHOWN_FAILURE_KINDS:])
         stdout.print(f"invalid       {others} more, failing in other ways (see --json)")
-    stdout.print(f"default       {_ms(report.default.time)}  {report.default.params}")
+    stdout.print(f"default       {_timed(report.default)}  {report.default.params}", markup=False)
+    if report.baseline is not None:
+        stdout.print(
+            f"baseline      {_timed(report.baseline)}  {report.baseline.params}", markup=False
+        )
     if report.best is not None:
-        faster = f"  ({gain:.2f}x faster)" if gain else ""
-        stdout.print(f"best          {_ms(report.best.time)}{faster}  {report.best.params}")
+        stdout.print(f"best          {_timed(report.best)}  {report.best.params}", markup=False)
+    verdict = report.recheck
+    if verdict is not None and verdict.interval is not None and not verdict.kept_baseline:
+        low, high = verdict.interval
+        stdout.print(
+            f"speedup       {verdict.speedup:.2f}x (95% interval {low:.2f}-{high:.2f}; "
+            f"re-measured against the baseline, interleaved, {verdict.rounds} rounds)"
+        )
     if report.header is not None:
-        stdout.print(f"header        {report.header}")
+        stdout.print(f"header        {report.header}", markup=False, highlight=False)
+    for note in report.notes:
+        stdout.print(f"note: {note}", markup=False, highlight=False)
     if report.interrupted:
         stdout.print("interrupted: every measurement so far is kept; run again to resume")
+
+
+def _timed(outcome) -> str:
+    """A search time with its 95% interval and how many runs it rests on."""
+    if outcome.time is None:
+        return "-"
+    spread = ""
+    if outcome.interval is not None:
+        low, high = outcome.interval
+        spread = f" [{low:.4g}, {high:.4g}]"
+    return f"{outcome.time:.4g} ms{spread} ({outcome.samples} runs)"

@@ -61,21 +61,21 @@ def render_header(
     best_time: float | None,
     tool_version: str,
     predicted: bool = False,
+    speedup: str = "",
     note: str = "",
 ) -> str:
     """The tuned header: `params` (a value for every parameter of `problem`) and how they were
     found. Times are in milliseconds; `predicted` says `best_time` is a model's estimate rather
-    than a measurement; `note` is one more line of the comment (`annotune predict` says there
-    that the values are `PREDICTED`). Raises ValueError when `params` does not name exactly the
-    parameters."""
+    than a measurement; `speedup` is the re-measured claim (the final check's speedup and its
+    interval), never computed here from search times; `note` is one more line of the comment
+    (`annotune predict` says there that the values are `PREDICTED`). Raises ValueError when
+    `params` does not name exactly the parameters."""
     names = [p.name for p in problem.params]
     if set(params) != set(names):
         missing = sorted(set(names) - set(params))
         extra = sorted(set(params) - set(names))
         raise ValueError(f"params must name every parameter: missing {missing}, extra {extra}")
     best = _ms(best_time)
-    if best_time and default_time:
-        best += f" ({default_time / best_time:.2f}x the default's speed)"
     if predicted:
         best += f" ({PREDICTED})"
     return _template().render(
@@ -87,6 +87,7 @@ def render_header(
         measurements=measurements,
         default_time=_ms(default_time),
         best_time=best,
+        speedup=speedup,
         note=note,
         guard=_guard(problem.source),
         params=[_define(p, params[p.name], problem.source.name) for p in problem.params],

@@ -319,7 +319,10 @@ class Database:
 
     def record(self, study: Study, measurement: Measurement) -> bool:
         """Store and commit one measurement; False if the study already held this configuration
-        (the stored one is kept)."""
+        (the stored one is kept). A transient failure is refused: it says nothing about the
+        configuration, which must be measured again."""
+        if measurement.transient:
+            raise ValueError("a transient failure is never stored")
         params = {name: _plain(value) for name, value in measurement.params.items()}
         with self.transaction() as conn:
             cursor = conn.execute(
@@ -339,6 +342,15 @@ class Database:
                 ),
             )
             return cursor.rowcount == 1
+
+    def forget_failures(self, study: Study) -> list[Measurement]:
+        """Delete the study's failed measurements (`tune --retry-failed`); return them."""
+        failed = [m for m in self.measurements(study) if m.status != "ok"]
+        with self.transaction() as conn:
+            conn.execute(
+                "DELETE FROM measurements WHERE study_id = ? AND status != 'ok'", (study.id,)
+            )
+        return failed
 
     def measurements(self, study: Study) -> list[Measurement]:
         """The study's measurements in the order they were recorded."""

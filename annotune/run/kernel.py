@@ -5,7 +5,10 @@ argument sizes and values), loads the cubin, copies the inputs, and launches:
 
 1. once on fresh inputs: the outputs (`out` and `inout` arrays) are read back and checked;
 2. `warmup` times, untimed;
-3. `repeats` times, each between two CUDA events; the median is the configuration's time (ms).
+3. between two CUDA events each, until its median is stable (`annotune.run.sampling`); the
+   median is the configuration's time (ms). When the kernel's arrays fit in the L2 cache, a
+   buffer twice the L2's size is cleared before each timed launch (`flush_l2`, on by default
+   then), so no launch is timed on the cache its predecessor warmed.
 
 Inputs are pseudo-random and depend only on the seed, the argument's position, type and length,
 so every configuration sees the same data: floating-point elements uniform in [0, 1), integers
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import statistics
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -34,6 +38,7 @@ from annotune.core.diagnostics import AnnotuneError
 from annotune.core.records import BuildResult, Measurement, Number
 from annotune.run.backends import BackendError, KernelBackend, KernelTimeout
 from annotune.run.program import compile_info as build_info
+from annotune.run.sampling import Sampling
 
 __all__ = ["KernelReference", "KernelRunner", "compare_outputs"]
 
@@ -94,24 +99,24 @@ class KernelRunner:
         backend: KernelBackend,
         *,
         warmup: int = 1,
-        repeats: int = 5,
+        sampling: Sampling | None = None,
         seed: int = 0,
         rtol: float = 1e-5,
         atol: float = 1e-8,
         timeout: float = 10.0,
+        flush_l2: bool | None = None,
     ):
-        if repeats < 1:
-            raise ValueError("repeats must be at least 1")
         if warmup < 0:
             raise ValueError("warmup must be non-negative")
         self.spec = spec
         self.backend = backend
         self.warmup = warmup
-        self.repeats = repeats
+        self.sampling = sampling or Sampling()
         self.seed = seed
         self.rtol = rtol
         self.atol = atol
         self.timeout = timeout
+        self.flush_l2 = flush_l2
         self._inputs: dict[tuple[int, str, int], np.ndarray] = {}
 
     def to_json(self) -> dict:
@@ -120,21 +125,27 @@ class KernelRunner:
             "mode": "kernel",
             "kernel": self.spec.name,
             "warmup": self.warmup,
-            "repeats": self.repeats,
+            "sampling": self.sampling.to_json(),
             "seed": self.seed,
             "rtol": self.rtol,
             "atol": self.atol,
+            "flush_l2": self.flush_l2,
         }
 
     def measure(
-        self, build: BuildResult, reference: KernelReference | None = None
+        self,
+        build: BuildResult,
+        reference: KernelReference | None = None,
+        stop_above: float | None = None,
     ) -> tuple[Measurement, KernelReference | None]:
         """Measure one built configuration; its failures are statuses, not exceptions.
 
         Returns the measurement and, when it is "ok", this configuration's outputs: the caller
         keeps those of the default configuration and passes them as `reference` from then on.
-        Without a reference, outputs are not checked. Raises AnnotuneError only when a fault
-        leaves the GPU unusable, since no later configuration could be measured either.
+        Without a reference, outputs are not checked. A configuration whose fastest launch is
+        slower than `stop_above` ms gets only the minimum number of timed launches. Raises
+        AnnotuneError only when a fault leaves the GPU unusable, since no later configuration
+        could be measured either.
         """
         params = build.params
         info = build_info(build)
@@ -150,8 +161,10 @@ class KernelRunner:
         except OSError as error:
             reason = f"cannot read the cubin: {error.strerror}"
             return Measurement(params, "runtime_error", error=reason, compile_info=info), None
+        flush = self._flush_bytes(launch)
+        info["l2_flush"] = flush > 0
         try:
-            outputs, times = self._run(image, launch)
+            outputs, times = self._run(image, launch, flush, stop_above)
         except BackendError as error:
             self._recover(error)
             status = "timeout" if isinstance(error, KernelTimeout) else "runtime_error"
@@ -173,10 +186,22 @@ class KernelRunner:
                 f"the GPU could not be made usable again after: {error} ({fatal})"
             ) from None
 
-    def _run(self, image: bytes, launch: Launch) -> tuple[dict[str, np.ndarray], list[float]]:
+    def _flush_bytes(self, launch: Launch) -> int:
+        """How much to clear before each timed launch: twice the L2 size, or 0 for no flush."""
+        l2 = self.backend.l2_cache_bytes()
+        if self.flush_l2 is None:
+            wanted = sum(arg.nbytes for arg in launch.args if arg.is_pointer) <= l2
+        else:
+            wanted = self.flush_l2
+        return 2 * l2 if wanted and l2 > 0 else 0
+
+    def _run(
+        self, image: bytes, launch: Launch, flush: int, stop_above: float | None
+    ) -> tuple[dict[str, np.ndarray], list[float]]:
         backend = self.backend
         kernel = backend.load(image, self.spec.mangled_name)
         buffers: list[tuple[LaunchArg, object]] = []
+        scratch: list[object] = []
         try:
             args: list[object] = []
             for index, arg in enumerate(launch.args):
@@ -202,13 +227,18 @@ class KernelRunner:
             for _ in range(self.warmup):
                 backend.launch(kernel, *shape)
             backend.synchronize(self.timeout)
-            times = [
-                backend.timed_launch(kernel, *shape, timeout=self.timeout)
-                for _ in range(self.repeats)
-            ]
-            return outputs, times
+            if flush:
+                scratch.append(backend.allocate(flush))
+            times: list[float] = []
+            started = time.perf_counter()
+            while True:
+                if flush:
+                    backend.fill(scratch[0], flush)
+                times.append(backend.timed_launch(kernel, *shape, timeout=self.timeout))
+                if self.sampling.enough(times, time.perf_counter() - started, stop_above):
+                    return outputs, times
         finally:
-            _release(backend, kernel, [buffer for _, buffer in buffers])
+            _release(backend, kernel, [buffer for _, buffer in buffers] + scratch)
 
     def input_array(self, index: int, arg: LaunchArg) -> np.ndarray:
         """What is uploaded for the pointer argument at `index`: zeros for `out`, else the

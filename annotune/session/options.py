@@ -8,6 +8,7 @@ and nowhere else; the CLI only parses into `TuneArguments` and prints what `tune
 
 from __future__ import annotations
 
+import math
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ from annotune.annotate import Problem
 from annotune.annotate.problem import RunSettings
 from annotune.builder import CompilerCommand
 from annotune.core.diagnostics import AnnotuneError
+from annotune.core.records import Number
 from annotune.run.program import RunSpec
 from annotune.search import STRATEGY_NAMES
 from annotune.session.tuner import TuneOptions
@@ -46,15 +48,24 @@ class TuneArguments:
     compiler: str | None = None  # a preset name or a command template (`CompilerCommand.parse`)
     compile_timeout: float = TuneOptions.compile_timeout
     args: tuple[str, ...] = ()  # the program's arguments
-    repeats: int | None = None
+    repeats: int | None = None  # the least number of timed runs
+    max_repeats: int | None = None
+    stable_within: float | None = None
     warmup: int | None = None
     timeout: float | None = None
     time_regex: str | None = None
+    check_rtol: float | None = None
     mode: str = TuneOptions.mode
     kernel: str | None = None
     backend: str | None = None
     transfer: bool = TuneOptions.transfer
     transfer_from: tuple[Path, ...] = ()
+    recheck: int = TuneOptions.recheck
+    recheck_rounds: int = TuneOptions.recheck_rounds
+    retry_failed: bool = TuneOptions.retry_failed
+    reference: str | None = None  # "NAME=VALUE,NAME=VALUE"
+    check: bool = TuneOptions.check
+    flush_l2: bool | None = TuneOptions.flush_l2
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGY_NAMES:
@@ -70,12 +81,21 @@ class TuneArguments:
             )
         if self.budget < 1:
             raise AnnotuneError("--budget must be at least 1")
+        if self.recheck < 0:
+            raise AnnotuneError("--recheck must be 0 (no final check) or more")
+        if self.recheck and self.recheck_rounds < 6:
+            raise AnnotuneError(
+                "--recheck-rounds must be at least 6: fewer give no 95% interval of a speedup"
+            )
+        if self.reference is not None:
+            parse_reference(self.reference)
 
 
 def tune_options(problem: Problem, given: TuneArguments) -> TuneOptions:
     """The options `tune` runs `problem` with: each build and run setting (compile command,
     program arguments, timeout, warmup, repeats, time regex) from the command line when given,
     else from the config file (`problem.settings`), else `RunSpec`'s and the builder's default.
+    Whether each run must print its time follows from the source (`Problem.timing_header`).
 
     AnnotuneError when the merged compile command or run settings cannot be used.
     """
@@ -91,13 +111,51 @@ def tune_options(problem: Problem, given: TuneArguments) -> TuneOptions:
         fresh=given.fresh,
         compiler=_compiler(given.compiler, problem.settings),
         compile_timeout=given.compile_timeout,
-        run=_run_spec(given, problem.settings),
+        run=_run_spec(given, problem.settings, problem.timing_header),
         mode=given.mode,
         kernel=given.kernel,
         backend=given.backend,
         transfer=given.transfer,
         transfer_from=given.transfer_from,
+        recheck=given.recheck,
+        recheck_rounds=given.recheck_rounds,
+        retry_failed=given.retry_failed,
+        reference=parse_reference(given.reference) if given.reference is not None else None,
+        check=given.check,
+        flush_l2=given.flush_l2,
     )
+
+
+def parse_reference(text: str) -> dict[str, Number]:
+    """`--reference "BLOCK_X=64,BLOCK_Y=8"` as a configuration (checked against the space by
+    `tune`); AnnotuneError when it is not NAME=NUMBER pairs."""
+    params: dict[str, Number] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, equals, value = part.partition("=")
+        number = _number(value.strip())
+        if not equals or not name.strip().isidentifier() or number is None:
+            raise AnnotuneError(
+                f"--reference {text!r}: {part!r} is not NAME=NUMBER",
+                hint='e.g. --reference "BLOCK_X=64,BLOCK_Y=8"',
+            )
+        params[name.strip()] = number
+    if not params:
+        raise AnnotuneError("--reference names no parameter", hint='e.g. --reference "BLOCK_X=64"')
+    return params
+
+
+def _number(text: str) -> Number | None:
+    if not text.isascii():
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
 
 
 def _compiler(given: str | None, settings: RunSettings) -> CompilerCommand | None:
@@ -111,16 +169,20 @@ def _compiler(given: str | None, settings: RunSettings) -> CompilerCommand | Non
     return CompilerCommand.parse(argv[0] if len(argv) == 1 else shlex.join(argv))
 
 
-def _run_spec(given: TuneArguments, settings: RunSettings) -> RunSpec:
+def _run_spec(given: TuneArguments, settings: RunSettings, timing_header: bool) -> RunSpec:
     chosen = {
         "timeout": _first(given.timeout, settings.timeout),
         "warmup": _first(given.warmup, settings.warmup),
         "repeats": _first(given.repeats, settings.repeats),
         "time_regex": _first(given.time_regex, settings.time_regex),
+        "max_repeats": given.max_repeats,
+        "stable_within": given.stable_within,
+        "check_tolerance": given.check_rtol,
     }
     try:
         return RunSpec(
             args=given.args or settings.args,
+            timing_header=timing_header,
             **{name: value for name, value in chosen.items() if value is not None},
         )
     except (ValueError, TypeError) as error:

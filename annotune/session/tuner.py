@@ -8,15 +8,23 @@ configurations first and goes on as IterML (see `annotune.search.transfer`).
 Every measurement is committed to the database as it completes, so a crash, SIGKILL or Ctrl-C
 loses at most the one being taken; a re-run with the same settings resumes: configurations
 already in the database are served from it ("reused") and never measured again. The default
-configuration is always measured first: its time is the baseline, and its `annotune-check:`
-value is the reference every other configuration's output must match.
+configuration (or the user's `reference`) is always measured first: its time is the baseline,
+and its `annotune-check:` value is the reference every other configuration's output must match;
+when it fails, the tune stops, since nothing could be checked or compared against it.
+
+Numbers the report claims are re-measured: the default is measured again every `drift_every`
+new measurements (a default that drifts out of its interval marks the tune noisy), and before
+the header is written the best few and the baseline are re-measured interleaved
+(`annotune.session.recheck`); the winner and its speedup come from that check alone. A
+transient failure (killed from outside, out of disk or memory) is retried once and never
+stored.
 """
 
 from __future__ import annotations
 
-import math
 import re
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -32,10 +40,13 @@ from annotune.core.records import BuildResult, Candidates, Measurement, Number, 
 from annotune.emit import render_header, tuned_header_path, write_if_changed
 from annotune.results.database import Database, Study, StudyKey, config_key, default_db_path
 from annotune.run.backends import select_backend
+from annotune.run.conditions import open_monitor
 from annotune.run.device import current_device_name
 from annotune.run.kernel import KernelReference, KernelRunner
 from annotune.run.program import ProgramRunner, RunSpec
+from annotune.run.sampling import Sampling
 from annotune.search import Budget, Strategy, create, run_search
+from annotune.session.recheck import Verdict, recheck
 from annotune.space import Space
 from annotune.transfer.features import features_for
 from annotune.transfer.prior import TRANSFER_STRATEGIES, Prior, gather_prior
@@ -63,6 +74,13 @@ class TuneOptions:
     backend: str | None = None  # kernel mode: "pycuda" or "cuda-python" (default: what imports)
     transfer: bool = True  # learn from other GPUs' results (only for iterml and transfer)
     transfer_from: tuple[Path, ...] = ()  # T4 / Kernel Tuner cache files of other GPUs
+    recheck: int = 3  # contenders re-measured against the baseline at the end; 0: none
+    recheck_rounds: int = 10  # interleaved rounds of that check (6 at least for an interval)
+    drift_every: int = 25  # new measurements between re-measurements of the default; 0: never
+    retry_failed: bool = False  # measure the study's failed configurations again
+    reference: dict[str, Number] | None = None  # the baseline instead of the default
+    check: bool = True  # compare each configuration's output with the baseline's
+    flush_l2: bool | None = None  # kernel mode: None flushes when the data fit in L2
 
 
 @dataclass(frozen=True)
@@ -83,6 +101,13 @@ _NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
 
 GIVE_UP_AFTER = 8
 """Configurations that all failed the same way, with none valid, before the search stops."""
+
+CLEARLY_SLOWER = 1.25
+"""A configuration whose fastest run is this much slower than the best median so far gets only
+the minimum number of timed runs: it is no contender, and its time need not be precise."""
+
+RECHECK_SAMPLES = 5
+"""Kernel mode: timed launches per round of the final check (a launch is microseconds)."""
 
 
 @dataclass
@@ -105,15 +130,45 @@ class TuneProgress:
     failures: list[FailureKind] = field(default_factory=list)  # each kind when first seen
     transfer_from: tuple[str, ...] = ()  # the GPUs the search learned from
     warnings: tuple[str, ...] = ()
+    transient: int = 0  # failures retried and not stored (measured again next run)
+    phase: str = "search"  # "search", then "recheck" while the final check runs
 
 
 @dataclass(frozen=True)
 class Outcome:
+    """A configuration's median time in the search, its 95% interval and sample count."""
+
     params: dict[str, Number]
     time: float | None
+    interval: tuple[float, float] | None = None
+    samples: int = 0
+
+    @classmethod
+    def of(cls, params: dict[str, Number], measurement: Measurement | None) -> Outcome:
+        if measurement is None or measurement.status != "ok":
+            return cls(params, None)
+        return cls(params, measurement.time, measurement.interval, len(measurement.times))
 
     def to_json(self) -> dict:
-        return {"params": self.params, "time": self.time}
+        return {
+            "params": self.params,
+            "time": self.time,
+            "interval": list(self.interval) if self.interval else None,
+            "samples": self.samples,
+        }
+
+
+@dataclass(frozen=True)
+class Drift:
+    """The default re-measured during the tune: each median, and whether one left the first
+    measurement's interval (then the machine's speed changed under the tune: noisy)."""
+
+    medians: tuple[float, ...]
+    largest: float  # the largest relative change from the first median, e.g. 0.07 for 7%
+    noisy: bool
+
+    def to_json(self) -> dict:
+        return {"medians": list(self.medians), "largest": self.largest, "noisy": self.noisy}
 
 
 @dataclass(frozen=True)
@@ -132,15 +187,35 @@ class TuneReport:
     warnings: tuple[str, ...] = ()
     failures: tuple[FailureKind, ...] = ()  # the most common first
     gave_up: bool = False  # stopped early: every configuration failed the same way
+    baseline: Outcome | None = None  # the user's reference, when one was given
+    baseline_failed: str = ""  # why the baseline failed (the tune then stops)
+    recheck: Verdict | None = None  # the final check; None when it did not run
+    search_best: Outcome | None = None  # the fastest in the search, before the final check
+    drift: Drift | None = None
+    transient: int = 0
+    timing: str = ""  # where times came from: "header", "regex", "wall" (start-up included)
+    notes: tuple[str, ...] = ()  # what the user should know about these numbers
 
     def to_json(self) -> dict:
+        verdict = self.recheck
         return {
             "device": self.device,
             "evaluations": self.evaluations,
             "reused": self.reused,
             "invalid": self.invalid,
             "best": self.best.to_json() if self.best else None,
+            "search_best": self.search_best.to_json() if self.search_best else None,
             "default": self.default.to_json(),
+            "baseline": self.baseline.to_json() if self.baseline else None,
+            "baseline_failed": self.baseline_failed,
+            "speedup": verdict.speedup if verdict else None,
+            "speedup_interval": list(verdict.interval) if verdict and verdict.interval else None,
+            "kept_default": verdict.kept_baseline if verdict else None,
+            "recheck": _verdict_json(verdict),
+            "drift": self.drift.to_json() if self.drift else None,
+            "transient": self.transient,
+            "timing": self.timing,
+            "notes": list(self.notes),
             "header": str(self.header) if self.header else None,
             "interrupted": self.interrupted,
             "space_size": self.space_size,
@@ -152,16 +227,27 @@ class TuneReport:
         }
 
 
+def _verdict_json(verdict: Verdict | None) -> dict | None:
+    if verdict is None:
+        return None
+    return {
+        "rounds": verdict.rounds,
+        "contenders": [c.to_json() for c in verdict.contenders],
+        "baseline_error": verdict.baseline_error,
+    }
+
+
 ProgressCallback = Callable[[TuneProgress], None]
 
 
 def tune(
     problem: Problem, options: TuneOptions, on_progress: ProgressCallback | None = None
 ) -> TuneReport:
-    """Tune `problem` on this machine and write the best configuration's header.
+    """Tune `problem` on this machine and write the winning configuration's header.
 
     Ctrl-C (KeyboardInterrupt) stops the search cleanly: what was measured is kept and the
-    best-so-far header is still written; the report says `interrupted`.
+    best-so-far header is still written (with no speedup claimed: nothing was re-checked); the
+    report says `interrupted`.
     """
     space = problem_space(problem)
     rng = np.random.default_rng(options.seed)
@@ -169,6 +255,7 @@ def tune(
     candidates = Candidates(space.decode(legal), space.names)
     device = options.device or current_device_name()
     target = features_for(device)
+    baseline = _baseline(space, options.reference)
     with ExitStack() as resources:
         measurer, compiler = _measurer(problem, options, resources)
         builder = Builder(
@@ -188,6 +275,7 @@ def tune(
         study = db.open_study(
             key, fresh=options.fresh, device_features=target.to_json() if target else None
         )
+        retry = db.forget_failures(study) if options.retry_failed else []
         prior = Prior()
         if options.transfer and options.strategy in TRANSFER_STRATEGIES:
             prior = gather_prior(
@@ -201,18 +289,23 @@ def tune(
         strategy = (
             create("transfer", **prior.options()) if prior.tasks else create(options.strategy)
         )
-        session = _Session(problem, space, legal, db, study, builder, measurer, on_progress)
+        session = _Session(
+            problem, space, legal, db, study, builder, measurer, baseline, options, on_progress
+        )
         session.progress = TuneProgress(
             device,
             legal_count,
             options.budget,
             strategy.name,
             transfer_from=prior.sources,
-            warnings=prior.warnings,
+            warnings=prior.warnings + measurer.warnings,
         )
         interrupted = False
         try:
-            known = session.measure_default()
+            known = session.measure_baseline()
+            if session.baseline_failed:
+                return session.finish(interrupted, db_path, prior)
+            known += session.measure([*_rows(space, legal, [m.params for m in retry])])
             left = None if options.budget is None else options.budget - session.progress.evaluations
             run_search(
                 _KnownFirst(strategy, known),
@@ -225,7 +318,35 @@ def tune(
             )
         except KeyboardInterrupt:
             interrupted = True
-        return session.finish(options, interrupted, db_path, prior)
+        return session.finish(interrupted, db_path, prior)
+
+
+def _baseline(space: Space, reference: dict[str, Number] | None) -> dict[str, Number]:
+    """The configuration every other is compared with: the user's reference, else the default.
+    AnnotuneError when the reference is not a complete, legal configuration of the space."""
+    default = space.to_dicts(space.default_row()[None, :])[0]
+    if reference is None:
+        return default
+    unknown = sorted(set(reference) - set(default))
+    if unknown:
+        raise AnnotuneError(f"--reference names no parameter {', '.join(unknown)}")
+    row = space.index_row({**default, **reference})
+    if row is None or not space.is_legal(row[None, :])[0]:
+        raise AnnotuneError(
+            f"--reference {reference} is not a legal configuration of the space",
+            hint="every value must be in its parameter's domain and meet the constraints",
+        )
+    return space.to_dicts(row[None, :])[0]
+
+
+def _rows(space: Space, legal: np.ndarray, configs: Sequence[Mapping[str, Number]]) -> list[int]:
+    """The rows of `legal` that hold `configs` (those that are not legal now are skipped)."""
+    rows = []
+    for config in configs:
+        row = space.index_row(config)
+        found = np.flatnonzero((legal == row).all(axis=1)) if row is not None else []
+        rows += [int(found[0])] if len(found) else []
+    return rows
 
 
 def _measurer(problem: Problem, options: TuneOptions, resources: ExitStack):
@@ -233,25 +354,43 @@ def _measurer(problem: Problem, options: TuneOptions, resources: ExitStack):
     mode = options.mode
     if mode == "auto":
         mode = "kernel" if problem.kernels else "program"
+    if mode not in ("program", "kernel"):
+        raise AnnotuneError(f"unknown mode {mode!r} (expected program, kernel or auto)")
+    monitor, why_not = None, ""
+    if mode == "kernel" or problem.language == "cuda":
+        monitor, why_not = open_monitor()
+        if monitor is not None:
+            resources.callback(monitor.close)
+    warnings = (f"GPU conditions (clock, temperature, power) are not recorded: {why_not}",)
+    warnings = warnings if why_not else ()
     if mode == "program":
         spec = options.run if options.run.cwd else replace(options.run, cwd=problem.source.parent)
-        return _ProgramMeasurer(ProgramRunner(spec)), options.compiler
-    if mode != "kernel":
-        raise AnnotuneError(f"unknown mode {mode!r} (expected program, kernel or auto)")
+        runner = ProgramRunner(spec, monitor)
+        once = ProgramRunner(replace(spec, repeats=1, max_repeats=1), monitor)
+        return _ProgramMeasurer(runner, once, check=options.check, warnings=warnings), (
+            options.compiler
+        )
     spec = _kernel_spec(problem, options.kernel)
     backend = resources.enter_context(select_backend(options.backend))
-    runner = KernelRunner(
-        spec,
-        backend,
-        warmup=options.run.warmup,
-        repeats=options.run.repeats,
-        seed=options.seed,
-        timeout=options.run.timeout,
+
+    def runner(sampling: Sampling) -> KernelRunner:
+        return KernelRunner(
+            spec,
+            backend,
+            warmup=options.run.warmup,
+            sampling=sampling,
+            seed=options.seed,
+            rtol=options.run.check_tolerance,
+            timeout=options.run.timeout,
+            flush_l2=options.flush_l2,
+        )
+
+    fixed = Sampling(min_runs=RECHECK_SAMPLES, max_runs=RECHECK_SAMPLES)
+    measurer = _KernelMeasurer(
+        runner(options.run.sampling), runner(fixed), check=options.check, warnings=warnings
     )
     compiler = options.compiler or cubin_compiler(backend.compute_capability())
-    return _KernelMeasurer(runner), compiler
-
-
+    return measurer, compiler
 def _kernel_spec(problem: Problem, name: str | None) -> KernelSpec:
     names = [k.name for k in problem.kernels]
     where = Location(str(problem.source), 1, 1)
@@ -273,41 +412,55 @@ def _kernel_spec(problem: Problem, name: str | None) -> KernelSpec:
 
 
 class _ProgramMeasurer:
-    """Program mode: the default's `annotune-check:` value is every other run's reference."""
+    """Program mode: the baseline's `annotune-check:` value is every other run's reference."""
 
-    def __init__(self, runner: ProgramRunner):
+    def __init__(
+        self, runner: ProgramRunner, once: ProgramRunner, *, check: bool, warnings: tuple
+    ):
         self.runner = runner
+        self.once = once  # one timed run: a round of the final check
+        self.check = check
+        self.warnings: tuple[str, ...] = warnings
         self.reference: float | None = None
 
     def to_json(self) -> dict:
-        return self.runner.spec.to_json()
+        return {**self.runner.spec.to_json(), "check": self.check}
 
-    def measure(self, build: BuildResult) -> Measurement:
-        return self.runner.measure(build, self.reference)
+    def measure(self, build: BuildResult, stop_above: float | None = None) -> Measurement:
+        return self.runner.measure(build, self.reference, stop_above)
 
-    def adopt_default(self, measurement: Measurement, rebuild: Callable[[], BuildResult]) -> None:
-        if measurement.status == "ok":
+    def sample(self, build: BuildResult) -> Measurement:
+        return self.once.measure(build, self.reference)
+
+    def adopt_baseline(self, measurement: Measurement, rebuild: Callable[[], BuildResult]) -> None:
+        if self.check and measurement.status == "ok":
             self.reference = measurement.compile_info.get("check")
 
 
 class _KernelMeasurer:
-    """Kernel mode: the default configuration's output arrays are the reference."""
+    """Kernel mode: the baseline configuration's output arrays are the reference."""
 
-    def __init__(self, runner: KernelRunner):
+    def __init__(self, runner: KernelRunner, once: KernelRunner, *, check: bool, warnings: tuple):
         self.runner = runner
+        self.once = once  # a few timed launches: a round of the final check
+        self.check = check
+        self.warnings: tuple[str, ...] = warnings
         self.reference: KernelReference | None = None
         self._last: KernelReference | None = None
 
     def to_json(self) -> dict:
-        return self.runner.to_json()
+        return {**self.runner.to_json(), "check": self.check}
 
-    def measure(self, build: BuildResult) -> Measurement:
-        measurement, self._last = self.runner.measure(build, self.reference)
+    def measure(self, build: BuildResult, stop_above: float | None = None) -> Measurement:
+        measurement, self._last = self.runner.measure(build, self.reference, stop_above)
         return measurement
 
-    def adopt_default(self, measurement: Measurement, rebuild: Callable[[], BuildResult]) -> None:
-        """Outputs are not stored: when the default was reused, run it once more for them."""
-        if measurement.status != "ok":
+    def sample(self, build: BuildResult) -> Measurement:
+        return self.once.measure(build, self.reference)[0]
+
+    def adopt_baseline(self, measurement: Measurement, rebuild: Callable[[], BuildResult]) -> None:
+        """Outputs are not stored: when the baseline was reused, run it once more for them."""
+        if not self.check or measurement.status != "ok":
             return
         if self._last is None:
             _, self._last = self.runner.measure(rebuild(), None)
@@ -357,6 +510,8 @@ class _Session:
         study: Study,
         builder: Builder,
         measurer: _ProgramMeasurer | _KernelMeasurer,
+        baseline: dict[str, Number],
+        options: TuneOptions,
         on_progress: ProgressCallback | None,
     ):
         self.problem = problem
@@ -366,6 +521,7 @@ class _Session:
         self.study = study
         self.builder = builder
         self.measurer = measurer
+        self.options = options
         self.on_progress = on_progress
         self.known = {config_key(m.params): m for m in db.measurements(study)}
         self.seen: set[str] = set()
@@ -373,26 +529,36 @@ class _Session:
         self.failures: dict[tuple[str, str], FailureKind] = {}
         self.gave_up = False
         self.default_params = space.to_dicts(space.default_row()[None, :])[0]
+        self.baseline_params = baseline
+        self.baseline: Measurement | None = None
+        self.baseline_failed = ""
+        self.drift: list[float] = []
+        self.since_drift = 0
+        self.timing: set[str] = set()
+        self.throttled: Counter[str] = Counter()
         self.progress: TuneProgress
 
     def _report(self) -> None:
         if self.on_progress is not None:
             self.on_progress(self.progress)
 
-    def measure_default(self) -> list[Result]:
-        """Measure the default first; its result, as a row of the space if it is legal."""
-        (measurement,) = self._measure_configs([self.default_params])
+    def measure_baseline(self) -> list[Result]:
+        """Measure the baseline first: its time is what the report compares with, and its
+        output what every other configuration's is checked against. Without a working
+        baseline nothing can be checked, so the tune stops unless checking is off."""
+        (measurement,) = self._measure_configs([self.baseline_params])
         if measurement.status == "ok":
+            self.baseline = measurement
             self.progress.default_time = measurement.time
-        self.measurer.adopt_default(
-            measurement, lambda: self.builder.build([self.default_params])[0]
+        elif self.options.check:
+            self.baseline_failed = f"{measurement.status}: {measurement.error}".strip(": ")
+            return []
+        self.measurer.adopt_baseline(
+            measurement, lambda: self.builder.build([self.baseline_params])[0]
         )
         self._report()
-        row = np.flatnonzero((self.legal == self.space.default_row()).all(axis=1))
-        if not len(row):
-            return []
-        time = measurement.time if measurement.status == "ok" else None
-        return [Result(int(row[0]), time, measurement.error)]
+        rows = _rows(self.space, self.legal, [self.baseline_params])
+        return [Result(row, measurement.time, measurement.error) for row in rows]
 
     def measure(self, indices: Sequence[int]) -> list[Result]:
         configs = self.space.to_dicts(self.legal[np.asarray(indices, dtype=np.int64)])
@@ -415,12 +581,43 @@ class _Session:
                 to_build.append(i)
         builds = self.builder.build([configs[i] for i in to_build]) if to_build else []
         for i, build in zip(to_build, builds, strict=True):
-            measurement = self.measurer.measure(build)
-            self.db.record(self.study, measurement)
-            self.known[config_key(measurement.params)] = measurement
+            measurement = self._measure_one(build)
+            if not measurement.transient:
+                self.db.record(self.study, measurement)
+                self.known[config_key(measurement.params)] = measurement
             found[i] = measurement
             self._count(configs[i], measurement, reused=False)
+            self._check_drift()
         return [found[i] for i in range(len(configs))]
+
+    def _measure_one(self, build: BuildResult) -> Measurement:
+        """Measure one build; a transient failure is tried once more (rebuilt if the compile
+        was what failed) before it is given up for this run, unstored."""
+        best = self.progress.best_time
+        stop_above = None if best is None else CLEARLY_SLOWER * best
+        measurement = self.measurer.measure(build, stop_above)
+        if measurement.transient:
+            if build.transient:
+                build = self.builder.build([build.params])[0]
+            measurement = self.measurer.measure(build, stop_above)
+        if measurement.status == "ok":
+            self.timing.add(measurement.compile_info.get("timing", "events"))
+            self.throttled.update(measurement.compile_info.get("gpu", {}).get("throttled", ()))
+        return measurement
+
+    def _check_drift(self) -> None:
+        """Every `drift_every` new measurements, measure the baseline again (not stored: the
+        study keeps its first measurement) to see whether the machine's speed moved."""
+        every = self.options.drift_every
+        if not every or self.baseline is None:
+            return
+        self.since_drift += 1
+        if self.since_drift < every:
+            return
+        self.since_drift = 0
+        again = self.measurer.measure(self.builder.build([self.baseline_params])[0])
+        if again.status == "ok":
+            self.drift.append(again.time)
 
     def _count(self, params: dict[str, Number], m: Measurement, *, reused: bool) -> None:
         key = config_key(params)
@@ -431,7 +628,13 @@ class _Session:
         p.evaluations += 1
         p.reused += reused
         p.measured += not reused
-        if m.status == "ok":
+        if m.transient:
+            p.transient += 1
+            if p.transient == 1:
+                p.warnings += (
+                    f"a transient failure, not stored (measured again next run): {m.error}",
+                )
+        elif m.status == "ok":
             if p.best_time is None or m.time < p.best_time:  # type: ignore[operator]
                 p.best_time, p.best_params = m.time, dict(params)
         else:
@@ -459,14 +662,44 @@ class _Session:
         )
         return self.gave_up
 
-    def finish(
-        self, options: TuneOptions, interrupted: bool, db_path: Path, prior: Prior
-    ) -> TuneReport:
+    def _recheck(self) -> Verdict:
+        """The final check of the best `recheck` configurations against the baseline."""
+        self.progress.phase = "recheck"
+        self._report()
+        baseline_key = config_key(self.baseline_params)
+        valid = sorted(
+            (m for k, m in self.known.items() if m.status == "ok" and k != baseline_key),
+            key=lambda m: m.time,  # type: ignore[arg-type, return-value]
+        )
+        contenders = [dict(m.params) for m in valid[: self.options.recheck]]
+        configs = [self.baseline_params, *contenders]
+        builds = dict(zip(map(config_key, configs), self.builder.build(configs), strict=True))
+
+        def sample(params: Mapping[str, Number]) -> float | str:
+            m = self.measurer.sample(builds[config_key(params)])
+            return m.time if m.time is not None else f"{m.status}: {m.error}"
+
+        return recheck(
+            self.baseline_params, contenders, sample, rounds=self.options.recheck_rounds
+        )
+
+    def finish(self, interrupted: bool, db_path: Path, prior: Prior) -> TuneReport:
         p = self.progress
-        default = Outcome(self.default_params, p.default_time)
-        best = Outcome(p.best_params, p.best_time) if p.best_params is not None else None
+        options = self.options
+        search_best = None
+        if p.best_params is not None:
+            search_best = Outcome.of(p.best_params, self.known.get(config_key(p.best_params)))
+        verdict = None
+        checkable = search_best is not None and self.baseline is not None and options.recheck
+        if checkable and not interrupted:
+            try:
+                verdict = self._recheck()
+            except KeyboardInterrupt:
+                interrupted = True
+        winner = verdict.winner if verdict is not None else p.best_params
+        best = Outcome.of(winner, self.known.get(config_key(winner))) if winner else None
         header = None
-        if best is not None:
+        if best is not None and not self.baseline_failed:
             header = tuned_header_path(self.problem.source, p.device, options.out_dir)
             text = render_header(
                 self.problem,
@@ -477,8 +710,14 @@ class _Session:
                 default_time=p.default_time,
                 best_time=best.time,
                 tool_version=__version__,
+                speedup=_claim(verdict),
             )
             write_if_changed(header, text)
+        drift = self._drift()
+        default = Outcome.of(self.default_params, self.known.get(config_key(self.default_params)))
+        baseline = None
+        if self.baseline_params != self.default_params:
+            baseline = Outcome.of(self.baseline_params, self.baseline)
         return TuneReport(
             device=p.device,
             evaluations=p.evaluations,
@@ -491,15 +730,91 @@ class _Session:
             space_size=p.space_size,
             db_path=db_path,
             prior=prior,
-            warnings=prior.warnings,
+            warnings=p.warnings,
             failures=tuple(sorted(self.failures.values(), key=lambda f: -f.count)),
             gave_up=self.gave_up,
+            baseline=baseline,
+            baseline_failed=self.baseline_failed,
+            recheck=verdict,
+            search_best=search_best,
+            drift=drift,
+            transient=p.transient,
+            timing="+".join(sorted(self.timing)),
+            notes=self._notes(verdict, drift, interrupted),
         )
+
+    def _drift(self) -> Drift | None:
+        if not self.drift or self.baseline is None or self.baseline.time is None:
+            return None
+        first = self.baseline.time
+        largest = max((t - first) / first for t in self.drift) if self.drift else 0.0
+        smallest = min((t - first) / first for t in self.drift)
+        largest = largest if abs(largest) >= abs(smallest) else smallest
+        interval = self.baseline.interval
+        within = self.options.run.stable_within
+        outside = [
+            not (interval[0] <= t <= interval[1]) if interval else abs(t - first) > within * first
+            for t in self.drift
+        ]
+        return Drift(tuple(self.drift), largest, any(outside))
+
+    def _notes(self, verdict: Verdict | None, drift: Drift | None, interrupted: bool) -> tuple:
+        notes = []
+        if self.baseline_failed:
+            notes.append(
+                f"the baseline {self.baseline_params} failed ({self.baseline_failed}): there is "
+                "nothing to check outputs against or to compare times with"
+            )
+        elif self.baseline is None:
+            notes.append("the baseline failed; outputs are not checked and no speedup is claimed")
+        if verdict is not None and verdict.baseline_error:
+            notes.append(
+                f"the baseline failed in the final check ({verdict.baseline_error}); "
+                "no speedup is claimed"
+            )
+        elif verdict is not None and verdict.kept_baseline:
+            notes.append(
+                "no configuration was significantly faster than the baseline in the final "
+                "check; the baseline is kept"
+            )
+        elif verdict is None and self.progress.best_params is not None and self.baseline:
+            why = "interrupted" if interrupted else "--recheck 0"
+            notes.append(f"no speedup is claimed: the final check did not run ({why})")
+        if drift is not None and drift.noisy:
+            notes.append(
+                f"noisy: the default's time moved by {drift.largest:+.1%} during the tune, "
+                "outside its first measurement's 95% interval"
+            )
+        if "wall" in self.timing:
+            notes.append(
+                "times are the process's wall time, start-up included (no timing header and "
+                "no --time-regex)"
+            )
+        if self.throttled:
+            reasons = ", ".join(sorted(self.throttled))
+            count = max(self.throttled.values())
+            notes.append(f"the GPU was throttled ({reasons}) during {count} measurements")
+        if self.progress.transient:
+            notes.append(
+                f"{self.progress.transient} transient failures were not stored; the next run "
+                "measures them again"
+            )
+        return tuple(notes)
+
+
+def _claim(verdict: Verdict | None) -> str:
+    """The header's speedup line: only what the final check measured."""
+    if verdict is None or verdict.speedup is None:
+        return ""
+    if verdict.kept_baseline:
+        return "none significant in an interleaved re-check; the baseline is kept"
+    low, high = verdict.interval  # type: ignore[misc]
+    return (
+        f"{verdict.speedup:.2f}x the baseline (95% interval {low:.2f}-{high:.2f}, "
+        f"interleaved re-check, {verdict.rounds} rounds)"
+    )
 
 
 def speedup(report: TuneReport) -> float | None:
-    """Default time over best time, when both are known."""
-    if report.best is None or not report.best.time or report.default.time is None:
-        return None
-    value = report.default.time / report.best.time
-    return value if math.isfinite(value) else None
+    """The re-checked speedup of the winner over the baseline, when the final check ran."""
+    return report.recheck.speedup if report.recheck is not None else None

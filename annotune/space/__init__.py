@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -141,6 +141,18 @@ class Space:
             [values.index(p.default) for p, values in zip(self.params, self._values, strict=True)],
             np.int32,
         )
+
+    def index_row(self, params: Mapping[str, int | float]) -> np.ndarray | None:
+        """The (d,) index row of a configuration that names every parameter; None when one is
+        missing or a value is not in its domain."""
+        try:
+            indices = [
+                values.index(params[name])
+                for name, values in zip(self.names, self._values, strict=True)
+            ]
+        except (KeyError, ValueError):
+            return None
+        return np.array(indices, np.int32)
 
     def decode(self, index_rows: np.ndarray) -> np.ndarray:
         """The actual values of (k, d) index rows, as a float64 (k, d) matrix."""

@@ -23,7 +23,7 @@ from annotune.transfer.features import lookup
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
 
-ARGS = ["--device", "test-device", "--repeats", "1", "--warmup", "0", "--timeout", "1"]
+ARGS = ["--device", "test-device", "--repeats", "1", "--max-repeats", "1", "--warmup", "0", "--timeout", "1"]
 
 
 @pytest.fixture
@@ -83,9 +83,19 @@ def test_json_output(cli, workdir, monkeypatch):
     }
     assert report["device"] == "test-device"
     assert report["evaluations"] == 8 and report["reused"] == 0
-    assert report["default"] == {"params": {"X": 1, "Y": 2}, "time": 14.0}
+    assert report["default"] == {
+        "params": {"X": 1, "Y": 2},
+        "time": 14.0,
+        "interval": None,  # one run: too few samples for a 95% interval
+        "samples": 1,
+    }
     assert set(report["best"]["params"]) == {"X", "Y"}
+    # The program's times are exact, so the interleaved re-check agrees with the search.
+    assert report["speedup"] == pytest.approx(14.0 / report["best"]["time"])
+    assert report["speedup_interval"] == [report["speedup"]] * 2
+    assert report["kept_default"] is False and len(report["recheck"]["contenders"]) == 3
     assert Path(report["header"]).is_file()
+    assert f"speedup:       {report['speedup']:.2f}x" in Path(report["header"]).read_text()
 
 
 def test_the_report_says_why_configurations_failed(cli, workdir, monkeypatch):
@@ -108,13 +118,37 @@ def test_the_report_says_why_configurations_failed(cli, workdir, monkeypatch):
     ]
 
 
+def test_a_failing_default_stops_the_tune_unless_a_reference_is_given(cli, tmp_path):
+    """No baseline, no check: a wrong-answer variant could win. So the tune stops at once."""
+    source = tmp_path / "k.c"
+    source.write_text(
+        '#include <stdio.h>\n#include <stdlib.h>\n#include "annotune_timing.h"\n'
+        "#ifndef X\n#define X 1 // @tune range(1, 4)\n#endif\n"
+        "int main(void) { if (X == 1) abort();\n"
+        '  printf("annotune-time-ms: %d\\n", 10 - X); annotune_report_check(X == 4 ? 7 : 1);\n'
+        "  return 0; }\n"
+    )
+    stopped = cli("tune", source, "--budget", "4", *ARGS)
+    assert stopped.exit_code == 1 and "Traceback" not in stopped.stderr
+    assert "the baseline configuration {'X': 1} failed" in stopped.stderr
+    assert "--reference" in stopped.stderr and "--no-check" in stopped.stderr
+    assert not (tmp_path / "tuned").exists()  # no header from an unchecked search
+
+    report = cli.json("tune", source, "--budget", "4", "--reference", "X=2", "--json", *ARGS)
+    assert report["baseline"]["params"] == {"X": 2} and report["baseline"]["time"] == 8.0
+    assert report["best"]["params"] == {"X": 3}  # X=4 prints a different check value
+    assert {f["status"] for f in report["failures"]} == {"runtime_error", "wrong_output"}
+    bad = cli("tune", source, "--reference", "X=9", *ARGS)
+    assert bad.exit_code == 2 and "not a legal configuration" in bad.stderr
+
+
 def test_a_broken_program_stops_the_search_with_exit_1(cli, tmp_path):
     source = tmp_path / "broken.c"
     source.write_text(
         "#include <stdlib.h>\n#ifndef X\n#define X 1 // @tune range(1, 64)\n#endif\n"
         "int main(void) { abort(); }\n"
     )
-    result = cli("tune", source, "--budget", "64", "--jobs", "4", *ARGS)
+    result = cli("tune", source, "--budget", "64", "--jobs", "4", "--no-check", *ARGS)
     assert result.exit_code == 1
     assert re.search(r"stopped after \d+ configurations all failed the same way", result.stderr)
     assert "(runtime_error: exited with signal 6 (it printed nothing))" in result.stderr
@@ -123,6 +157,7 @@ def test_a_broken_program_stops_the_search_with_exit_1(cli, tmp_path):
 
 def test_sigkill_mid_run_then_resume_measures_nothing_twice(workdir):
     args = ["tune", "synthetic.c", "--budget", "20", "--strategy", "random", "--json", *ARGS]
+    args += ["--recheck", "0"]  # the final check re-runs the best on purpose; not this test's
     first = annotune(workdir, *args)
     wait_for(first, lambda: len(recorded(workdir)) >= 6)
     first.send_signal(signal.SIGKILL)
@@ -206,7 +241,8 @@ def test_another_gpus_results_are_measured_first(cli, workdir, monkeypatch):
     monkeypatch.setenv("ANNOTUNE_TEST_LOG", str(workdir / "runs.log"))
     monkeypatch.setenv("ANNOTUNE_DEVICE", "NVIDIA RTX A4000")
     record_a100_study(workdir / "synthetic.c", best_x=4)
-    run = ["tune", workdir / "synthetic.c", "--budget", "2", "--repeats", "1", "--warmup", "0"]
+    run = ["tune", workdir / "synthetic.c", "--budget", "2", "--warmup", "0"]
+    run += ["--repeats", "1", "--max-repeats", "1"]
     result = cli(*run, "--json")
     assert result.exit_code == 0, result.stderr
     report = json.loads(result.stdout)

@@ -63,9 +63,12 @@ def test_header_states_how_it_was_found(problem):
         "42 configurations",
         "measurements:  17",
         "default time:  2.5 ms",
-        "best time:     1.25 ms (2.00x",
+        "best time:     1.25 ms\n",
     ):
         assert expected in text
+    assert "x the default" not in text and "speedup" not in text  # never from search times
+    checked = tuned(problem, speedup="1.31x the default (95% interval 1.22-1.40)")
+    assert "speedup:       1.31x the default (95% interval 1.22-1.40)" in checked
     assert str(problem.source.parent) not in text  # no machine-specific paths
     assert "predicted" in tuned(problem, predicted=True)
     assert "not measured" in tuned(problem, default_time=None, best_time=None)

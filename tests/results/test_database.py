@@ -80,6 +80,23 @@ def test_a_configuration_is_stored_once_and_the_first_measurement_kept(db):
     assert [m.time for m in db.measurements(study)] == [1.0]
 
 
+def test_a_transient_failure_is_never_stored(db):
+    study = db.open_study(KEY)
+    killed = Measurement({"A": 1}, "runtime_error", error="killed from outside", transient=True)
+    with pytest.raises(ValueError, match="never stored"):
+        db.record(study, killed)
+    assert db.measurements(study) == []
+
+
+def test_retrying_failures_forgets_only_them(db):
+    study = db.open_study(KEY)
+    db.record(study, ok(1.0, A=1))
+    db.record(study, Measurement({"A": 2}, "timeout", error="timed out after 1 s"))
+    forgotten = db.forget_failures(study)
+    assert [m.params for m in forgotten] == [{"A": 2}]
+    assert [m.params for m in db.measurements(study)] == [{"A": 1}]
+
+
 def test_config_keys_are_canonical_json_never_joined_strings():
     assert config_key({"A": 1, "B": 23}) != config_key({"A": 12, "B": 3})
     assert config_key({"A": 1, "B": 2}) == config_key({"B": 2, "A": 1})

@@ -36,6 +36,7 @@ from annotune.run.backends import (  # noqa: E402
     open_backend,
 )
 from annotune.run.kernel import KernelRunner  # noqa: E402
+from annotune.run.sampling import Sampling  # noqa: E402
 
 FIXTURE = ROOT / "tests" / "data" / "kernel" / "jacobi.cu"
 DEFAULT = {"BLOCK_X": 32, "BLOCK_Y": 4}
@@ -87,11 +88,19 @@ def check_backend(name: str, repeats: int, checks: Checks, outputs: dict) -> boo
         directory = Path(scratch)
         major, minor = backend.compute_capability()
         print(f"{name}: {backend.device_name()} (sm_{major}{minor})")
-        runner = KernelRunner(specs["jacobi_step"], backend, repeats=repeats)
+        sampling = Sampling(min_runs=repeats, max_runs=max(repeats, 200))
+        l2 = backend.l2_cache_bytes()
+        checks.expect(l2 > 0, f"L2 cache: {l2 / 2**20:.0f} MiB")
+        runner = KernelRunner(specs["jacobi_step"], backend, sampling=sampling)
         reference = None
         for params in SHAPES:
             measured, mine = runner.measure(compile_cubin(directory, backend, params), reference)
-            time_text = f"{measured.time:.4f} ms" if measured.time is not None else measured.error
+            time_text = (
+                f"{measured.time:.4f} ms, 95% interval {measured.interval}, "
+                f"{len(measured.times)} launches, L2 flush {measured.compile_info.get('l2_flush')}"
+                if measured.time is not None
+                else measured.error
+            )
             checks.expect(
                 measured.status == "ok", f"jacobi {params}: {measured.status} {time_text}"
             )
@@ -110,7 +119,7 @@ def check_backend(name: str, repeats: int, checks: Checks, outputs: dict) -> boo
         again, _ = runner.measure(compile_cubin(directory, backend, DEFAULT), reference)
         checks.expect(again.status == "ok", f"the device still works after that: {again.status}")
 
-        axpy = KernelRunner(specs["axpy"], backend, repeats=repeats)
+        axpy = KernelRunner(specs["axpy"], backend, sampling=sampling)
         measured, mine = axpy.measure(compile_cubin(directory, backend, DEFAULT))
         checks.expect(
             measured.status == "ok", f"axpy: {measured.status} {measured.time or measured.error}"

@@ -39,6 +39,7 @@ from annotune.run.backends import (
 from annotune.run.backends.cuda_python_backend import CudaPythonBackend
 from annotune.run.backends.pycuda_backend import PycudaBackend
 from annotune.run.kernel import KernelReference, KernelRunner, compare_outputs
+from annotune.run.sampling import Sampling
 
 FIXTURE = Path(__file__).parent.parent / "data" / "kernel" / "jacobi.cu"
 DEFAULT = {"BLOCK_X": 32, "BLOCK_Y": 4}
@@ -83,6 +84,11 @@ KERNELS = {
 }
 
 
+def fixed(runs: int) -> Sampling:
+    """Exactly `runs` timed launches."""
+    return Sampling(min_runs=runs, max_runs=runs)
+
+
 class FakeBackend(KernelBackend):
     """Buffers are numpy byte arrays; a cubin's text says how its kernel behaves.
 
@@ -93,19 +99,28 @@ class FakeBackend(KernelBackend):
 
     name = "fake"
 
-    def __init__(self, times=(1.0,)):
+    def __init__(self, times=(1.0,), l2=4096):
         self.times = itertools.cycle(times)
+        self.l2 = l2
         self.launches = self.timed = self.recoveries = 0
         self.loaded: set[int] = set()
         self.buffers: set[int] = set()
         self.uploads: list[np.ndarray] = []
         self.poisoned = self.hung = False
+        self.fills = 0
 
     def device_name(self) -> str:
         return "Fake GPU"
 
     def compute_capability(self) -> tuple[int, int]:
         return (9, 0)
+
+    def l2_cache_bytes(self) -> int:
+        return self.l2
+
+    def fill(self, buffer, nbytes: int) -> None:
+        buffer[:nbytes] = 0
+        self.fills += 1
 
     def load(self, image: bytes, symbol: str) -> object:
         if self.poisoned:
@@ -183,7 +198,7 @@ def build(tmp_path: Path, params: dict, behaviour: str = "ok") -> BuildResult:
 
 def test_default_gives_the_reference_and_others_are_checked_against_it(specs, tmp_path):
     backend = FakeBackend(times=(5.0, 1.0, 3.0, 2.0, 4.0))
-    runner = KernelRunner(specs["jacobi_step"], backend, warmup=2, repeats=5)
+    runner = KernelRunner(specs["jacobi_step"], backend, warmup=2, sampling=fixed(5))
     default, reference = runner.measure(build(tmp_path, DEFAULT))
     assert default.status == "ok" and default.time == 3.0
     assert default.times == (5.0, 1.0, 3.0, 2.0, 4.0)
@@ -204,6 +219,34 @@ def test_default_gives_the_reference_and_others_are_checked_against_it(specs, tm
     assert mine is not None and mine.params == other
     np.testing.assert_array_equal(backend.uploads[2], inputs)  # the same inputs every time
     assert not backend.loaded and not backend.buffers  # everything released
+
+
+def test_timed_until_the_median_is_stable(specs, tmp_path):
+    steady = FakeBackend(times=(2.0, 2.01))
+    measured, _ = KernelRunner(specs["jacobi_step"], steady).measure(build(tmp_path, DEFAULT))
+    assert len(measured.times) == 6 and measured.interval == (2.0, 2.01)
+    noisy = FakeBackend(times=(1.0, 2.0))
+    rule = Sampling(min_runs=3, max_runs=40)
+    runner = KernelRunner(specs["jacobi_step"], noisy, sampling=rule)
+    assert len(runner.measure(build(tmp_path, DEFAULT))[0].times) == 40
+    assert len(runner.measure(build(tmp_path, DEFAULT), stop_above=0.5)[0].times) == 3
+
+
+@pytest.mark.parametrize(("l2", "flush_l2", "flushed"), [
+    (1 << 30, None, True),  # the arrays fit in L2: flushed by default
+    (4096, None, False),  # they do not: nothing to flush
+    (1 << 30, False, False),
+    (4096, True, True),
+])  # fmt: skip
+def test_l2_is_flushed_before_each_timed_launch_when_the_data_fit(
+    specs, tmp_path, l2, flush_l2, flushed
+):
+    backend = FakeBackend(l2=l2)
+    runner = KernelRunner(specs["jacobi_step"], backend, sampling=fixed(4), flush_l2=flush_l2)
+    measured, _ = runner.measure(build(tmp_path, DEFAULT))
+    assert measured.compile_info["l2_flush"] is flushed
+    assert backend.fills == (4 if flushed else 0)
+    assert not backend.buffers  # the flush buffer is released too
 
 
 def test_a_different_answer_is_wrong_output_with_the_largest_error(specs, tmp_path):
@@ -271,7 +314,7 @@ def test_a_symbol_missing_from_the_cubin_is_a_runtime_error(specs, tmp_path):
 
 def test_inout_arrays_and_scalars_of_the_signatures_types(specs, tmp_path):
     backend = FakeBackend()
-    runner = KernelRunner(specs["axpy"], backend, warmup=0, repeats=1)
+    runner = KernelRunner(specs["axpy"], backend, warmup=0, sampling=fixed(1))
     measured, reference = runner.measure(build(tmp_path, DEFAULT))
     assert measured.status == "ok"
     x, y = backend.uploads[0], backend.uploads[1]
@@ -322,18 +365,19 @@ def test_compare_outputs():
 
 
 def test_settings(specs):
-    runner = KernelRunner(specs["jacobi_step"], FakeBackend(), repeats=7, seed=3)
+    runner = KernelRunner(specs["jacobi_step"], FakeBackend(), sampling=fixed(7), seed=3)
     assert runner.to_json() == {
         "mode": "kernel",
         "kernel": "jacobi_step",
         "warmup": 1,
-        "repeats": 7,
+        "sampling": {"min_runs": 7, "max_runs": 7, "max_seconds": 30.0, "within": 0.02},
         "seed": 3,
         "rtol": 1e-5,
         "atol": 1e-8,
+        "flush_l2": None,
     }
     with pytest.raises(ValueError):
-        KernelRunner(specs["jacobi_step"], FakeBackend(), repeats=0)
+        KernelRunner(specs["jacobi_step"], FakeBackend(), warmup=-1)
     argv = cubin_compiler((9, 0)).render(Path("k.cu"), Path("k.cubin"), ["-DB=1"], ["inc"])
     assert argv == [
         "nvcc", "-cubin", "-arch=sm_90", "-O3", "-Xptxas", "-v", "-Iinc", "-DB=1", "k.cu", "-o",
@@ -398,6 +442,7 @@ class FakeCudaDriver:
         CU_EVENT_DEFAULT = 0
 
     class CUdevice_attribute(enum.IntEnum):
+        CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE = 38
         CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
         CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
 
@@ -447,8 +492,15 @@ class FakeCudaDriver:
         return (0, b"Fake GPU\0\0\0")
 
     def cuDeviceGetAttribute(self, attribute, device):
-        major = self.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
-        return (0, 9 if attribute == major else 0)
+        values = {
+            self.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: 9,
+            self.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE: 1 << 16,
+        }
+        return (0, values.get(attribute, 0))
+
+    def cuMemsetD8(self, address, value, nbytes):
+        ctypes.memset(address, value, nbytes)
+        return self._status()
 
     def cuModuleLoadData(self, address):
         return self._status(ctypes.string_at(address).decode())
@@ -604,6 +656,9 @@ class FakePycuda(types.SimpleNamespace):
             def compute_capability(self) -> tuple[int, int]:
                 return (8, 6)
 
+            def get_attribute(self, attribute) -> int:
+                return {"L2_CACHE_SIZE": 1 << 16}[attribute]
+
             def make_context(self) -> Context:
                 return Context()
 
@@ -620,7 +675,9 @@ class FakePycuda(types.SimpleNamespace):
             memcpy_dtoh=lambda array, buffer: ctypes.memmove(
                 array.ctypes.data, int(buffer), array.nbytes
             ),
+            memset_d8=lambda buffer, value, nbytes: ctypes.memset(int(buffer), value, nbytes),
             function_attribute=types.SimpleNamespace(MAX_DYNAMIC_SHARED_SIZE_BYTES=8),
+            device_attribute=types.SimpleNamespace(L2_CACHE_SIZE="L2_CACHE_SIZE"),
             memory=memory,
         )
 
@@ -636,12 +693,12 @@ def fake_backends() -> list[KernelBackend]:
 def test_the_backends_pack_arguments_where_cuda_reads_them(specs, tmp_path, backend):
     assert backend.device_name() == "Fake GPU"
     assert backend.compute_capability() in ((9, 0), (8, 6))
-    jacobi = KernelRunner(specs["jacobi_step"], backend, repeats=3)
+    jacobi = KernelRunner(specs["jacobi_step"], backend, sampling=fixed(3))
     default, reference = jacobi.measure(build(tmp_path, DEFAULT))
     assert default.status == "ok" and default.time > 0 and len(default.times) == 3
     inputs = jacobi.input_array(0, specs["jacobi_step"].launch(DEFAULT).args[0])
     np.testing.assert_array_equal(reference.outputs["out"], jacobi_host(inputs, 300, 200))
-    axpy = KernelRunner(specs["axpy"], backend, warmup=0, repeats=1)
+    axpy = KernelRunner(specs["axpy"], backend, warmup=0, sampling=fixed(1))
     measured, out = axpy.measure(build(tmp_path, DEFAULT))
     assert measured.status == "ok"
     launch = specs["axpy"].launch(DEFAULT)
@@ -670,7 +727,7 @@ def test_more_than_48k_of_shared_memory_is_opted_into(tmp_path):
     )
     (spec,) = kernel_specs(parse_source(source), ("B",))
     driver = FakeCudaDriver()
-    runner = KernelRunner(spec, CudaPythonBackend(driver=driver), warmup=0, repeats=1)
+    runner = KernelRunner(spec, CudaPythonBackend(driver=driver), warmup=0, sampling=fixed(1))
     assert runner.measure(build(tmp_path, {"B": 32}))[0].status == "ok"
     assert driver.shared_opt_in == []
     assert runner.measure(build(tmp_path, {"B": 64}))[0].status == "ok"
@@ -728,7 +785,7 @@ def nvcc_cubin(tmp_path: Path, backend: KernelBackend, params: dict) -> BuildRes
 @pytest.mark.parametrize("name", BACKENDS)
 def test_real_kernels_on_the_gpu(name, specs, tmp_path):
     with real_backend(name) as backend:
-        runner = KernelRunner(specs["jacobi_step"], backend, repeats=3)
+        runner = KernelRunner(specs["jacobi_step"], backend, sampling=fixed(3))
         default, reference = runner.measure(nvcc_cubin(tmp_path, backend, DEFAULT))
         assert default.status == "ok", default.error
         assert default.time > 0 and len(default.times) == 3
@@ -744,13 +801,13 @@ def test_real_kernels_on_the_gpu(name, specs, tmp_path):
             nvcc_cubin(tmp_path, backend, {"BLOCK_X": 128, "BLOCK_Y": 16}), reference
         )
         assert too_big[0].status == "runtime_error"
-        axpy = KernelRunner(specs["axpy"], backend, repeats=2)
+        axpy = KernelRunner(specs["axpy"], backend, sampling=fixed(2))
         measured, out = axpy.measure(nvcc_cubin(tmp_path, backend, DEFAULT))
         assert measured.status == "ok", measured.error
         launch = specs["axpy"].launch(DEFAULT)
         x, y = axpy.input_array(2, launch.args[2]), axpy.input_array(3, launch.args[3])
         np.testing.assert_allclose(out.outputs["y"], y + np.float32(0.5) * x, rtol=1e-12)
-        typed = KernelRunner(specs["typed"], backend, repeats=1)
+        typed = KernelRunner(specs["typed"], backend, sampling=fixed(1))
         assert typed.measure(nvcc_cubin(tmp_path, backend, DEFAULT))[0].status == "ok"
 
 

@@ -32,7 +32,7 @@ def options(**overrides) -> TuneOptions:
         budget=26,
         device="test-device",
         compiler=CompilerCommand.parse("gcc"),
-        run=RunSpec(timeout=1.0, warmup=0, repeats=1),
+        run=RunSpec(timeout=1.0, warmup=0, repeats=1, max_repeats=1),
     )
     return TuneOptions(**{**base, **overrides})
 
@@ -105,7 +105,7 @@ int main(void) {
 
 def test_the_search_stops_when_every_configuration_fails_the_same_way(tmp_path):
     (tmp_path / "broken.c").write_text(ALWAYS_FAILS)
-    report = tune(read_problem(tmp_path / "broken.c"), options(budget=40, jobs=2))
+    report = tune(read_problem(tmp_path / "broken.c"), options(budget=40, jobs=2, check=False))
     assert report.gave_up and report.best is None and report.header is None
     (kind,) = report.failures
     assert kind.count == report.evaluations
@@ -144,10 +144,14 @@ def test_a_second_run_reuses_everything_and_runs_nothing_again(workdir):
     problem = read_problem(workdir / "synthetic.c")
     first = tune(problem, options(budget=12, strategy="random", seed=3))
     ran = runs(workdir)
-    second = tune(problem, options(budget=12, strategy="random", seed=3))
+    second = tune(problem, options(budget=12, strategy="random", seed=3, recheck=0))
     assert second.reused == second.evaluations == first.evaluations == 12
     assert runs(workdir) == ran
     assert second.best == first.best
+    rechecked = tune(problem, options(budget=12, strategy="random", seed=3))
+    extra = runs(workdir) - ran
+    assert sum(extra.values()) == 4 * 10  # only the final check: the default and 3 contenders
+    assert rechecked.best == first.best
 
 
 def test_fresh_measures_again_and_a_changed_source_starts_a_new_study(workdir):
@@ -196,3 +200,62 @@ def test_without_the_target_gpus_features_it_warns_and_searches_alone(workdir):
     (warning,) = report.warnings
     assert "no device features known for 'test-device'" in warning
     assert "NVIDIA A100-PCIE-40GB" in warning
+
+
+KILLED_ONCE = """#include <stdio.h>
+#include <signal.h>
+#include <unistd.h>
+#include "annotune_timing.h"
+#ifndef X
+#define X 1 // @tune range(1, 3)
+#endif
+int main(void) {
+  /* Killed on its first run as by the out-of-memory killer; X == 3 every time. */
+  if (X == 3 || (X == 2 && access("ran-2", F_OK) != 0)) {
+    FILE *mark = fopen("ran-2", "w"); fclose(mark);
+    kill(getpid(), SIGKILL);
+  }
+  printf("annotune-time-ms: %d\\n", 10 - X);
+  return 0;
+}
+"""
+
+
+def test_a_run_killed_from_outside_is_retried_and_never_stored(tmp_path):
+    (tmp_path / "k.c").write_text(KILLED_ONCE)
+    problem = read_problem(tmp_path / "k.c")
+    report = tune(problem, options(budget=3, recheck=0))
+    assert report.transient == 1 and report.invalid == 0
+    with Database(report.db_path) as db:
+        (study,) = db.studies()
+        stored = {m.params["X"]: m.status for m in db.measurements(study)}
+    assert stored == {1: "ok", 2: "ok"}  # X=2 failed once, then ran; X=3 is not kept
+    assert any("transient" in note for note in report.notes)
+    again = tune(problem, options(budget=3, recheck=0))
+    assert again.reused == 2 and again.transient == 1  # X=3 is measured again
+
+
+DRIFTING = """#include <stdio.h>
+#include "annotune_timing.h"
+#ifndef X
+#define X 1 // @tune range(1, 30)
+#endif
+int main(void) {
+  /* Every run is 1% slower than the one before, as on a machine that heats up. */
+  int runs = 0; FILE *f = fopen("runs", "r");
+  if (f) { fscanf(f, "%d", &runs); fclose(f); }
+  f = fopen("runs", "w"); fprintf(f, "%d", runs + 1); fclose(f);
+  printf("annotune-time-ms: %f\\n", (20.0 + X) * (1.0 + 0.01 * runs));
+  return 0;
+}
+"""
+
+
+def test_a_default_that_drifts_marks_the_tune_noisy(tmp_path):
+    (tmp_path / "d.c").write_text(DRIFTING)
+    run = RunSpec(timeout=5.0, warmup=0, repeats=6, max_repeats=6)
+    report = tune(read_problem(tmp_path / "d.c"), options(budget=12, drift_every=5, run=run))
+    assert report.drift is not None and len(report.drift.medians) == 2
+    assert report.drift.noisy and report.drift.largest > 0.3
+    assert any(note.startswith("noisy:") for note in report.notes)
+    assert report.to_json()["drift"]["noisy"] is True

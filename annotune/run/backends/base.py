@@ -57,6 +57,10 @@ class KernelBackend(ABC):
         """(major, minor): what `-arch=sm_XY` the cubins must be compiled for."""
 
     @abstractmethod
+    def l2_cache_bytes(self) -> int:
+        """The size of the device's L2 cache: what a flush between timed launches must evict."""
+
+    @abstractmethod
     def load(self, image: bytes, symbol: str) -> object:
         """Load a cubin and find the kernel `symbol` (its mangled name) in it."""
 
@@ -78,6 +82,11 @@ class KernelBackend(ABC):
     @abstractmethod
     def download(self, buffer: object, array: np.ndarray) -> None:
         """Fill a contiguous host array from the start of `buffer`."""
+
+    @abstractmethod
+    def fill(self, buffer: object, nbytes: int) -> None:
+        """Set the first `nbytes` of `buffer` to zero on the device (asynchronously, in launch
+        order): writing a buffer larger than L2 evicts what earlier launches left there."""
 
     @abstractmethod
     def launch(

@@ -110,6 +110,16 @@ class CudaPythonBackend(KernelBackend):
         )
         return int(major), int(minor)
 
+    def l2_cache_bytes(self) -> int:
+        d = self._driver
+        size = self._check(
+            d.cuDeviceGetAttribute(
+                d.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, self._device
+            ),
+            "cuDeviceGetAttribute(L2_CACHE_SIZE)",
+        )
+        return int(size)
+
     def load(self, image: bytes, symbol: str) -> _Kernel:
         d = self._driver
         self._check(d.cuCtxSetCurrent(self._context), "cuCtxSetCurrent")
@@ -143,6 +153,9 @@ class CudaPythonBackend(KernelBackend):
         self._check(
             self._driver.cuMemcpyDtoH(array.ctypes.data, buffer, array.nbytes), "cuMemcpyDtoH"
         )
+
+    def fill(self, buffer: object, nbytes: int) -> None:
+        self._check(self._driver.cuMemsetD8(buffer, 0, nbytes), "cuMemsetD8")
 
     def launch(
         self, kernel: object, grid: Dims, block: Dims, shared: int, args: Sequence[object]

@@ -75,6 +75,10 @@ class PycudaBackend(KernelBackend):
         major, minor = self._device.compute_capability()
         return int(major), int(minor)
 
+    def l2_cache_bytes(self) -> int:
+        attribute = self._cuda.device_attribute.L2_CACHE_SIZE
+        return int(self._call("reading the L2 size", self._device.get_attribute, attribute))
+
     def load(self, image: bytes, symbol: str) -> _Kernel:
         module = self._call("loading the cubin", self._cuda.module_from_buffer, image)
         function = self._call(f"finding kernel {symbol}", module.get_function, symbol)
@@ -94,6 +98,9 @@ class PycudaBackend(KernelBackend):
 
     def download(self, buffer: object, array: np.ndarray) -> None:
         self._call("copying from the device", self._cuda.memcpy_dtoh, array, buffer)
+
+    def fill(self, buffer: object, nbytes: int) -> None:
+        self._call("clearing device memory", self._cuda.memset_d8, buffer, 0, nbytes)
 
     def launch(
         self, kernel: object, grid: Dims, block: Dims, shared: int, args: Sequence[object]
