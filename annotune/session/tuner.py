@@ -794,6 +794,12 @@ class _Session:
             reasons = ", ".join(sorted(self.throttled))
             count = max(self.throttled.values())
             notes.append(f"the GPU was throttled ({reasons}) during {count} measurements")
+        if not self.builder.dependency_tracking:
+            notes.append(
+                f"{self.builder.compiler.argv[0]} does not list the files it reads (-MD -MF): "
+                "the compile cache sees the variant and its -I directories only, so rerun with "
+                "--fresh after editing a header found some other way"
+            )
         if self.progress.transient:
             notes.append(
                 f"{self.progress.transient} transient failures were not stored; the next run "

@@ -259,3 +259,14 @@ def test_a_default_that_drifts_marks_the_tune_noisy(tmp_path):
     assert report.drift.noisy and report.drift.largest > 0.3
     assert any(note.startswith("noisy:") for note in report.notes)
     assert report.to_json()["drift"]["noisy"] is True
+
+
+def test_the_report_says_when_the_compiler_lists_no_dependencies(workdir):
+    wrapper = workdir / "compile-wrapper"
+    wrapper.write_text('#!/bin/sh\nexec gcc "$@"\n')
+    wrapper.chmod(0o755)
+    compiler = CompilerCommand.parse(f"{wrapper} {{source}} -o {{output}}")
+    report = tune(read_problem(workdir / "synthetic.c"), options(budget=2, compiler=compiler))
+    assert any("does not list the files it reads" in note for note in report.notes)
+    tracked = tune(read_problem(workdir / "synthetic.c"), options(budget=2))
+    assert not any("does not list" in note for note in tracked.notes)
