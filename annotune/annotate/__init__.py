@@ -51,7 +51,7 @@ def read_problem_and_source(
     kernels = kernel_specs(
         parsed, [p.name for p in problem.params], include_dirs=include_dirs, defines=defines
     )
-    return (dataclasses.replace(problem, kernels=kernels) if kernels else problem), parsed
+    return dataclasses.replace(problem, kernels=kernels, include_dirs=tuple(include_dirs)), parsed
 
 
 def _file_config(source: Path, config_path: Path | None) -> FileConfig | None:

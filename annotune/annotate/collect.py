@@ -33,11 +33,14 @@ from annotune.core.diagnostics import AnnotuneError, Location
 
 _CONDITIONALS = {"if", "ifdef", "ifndef"}
 _ANNOTUNE_PRAGMAS = ("param", "constraint", "args", "kernel")
+_PRAGMA_FAMILIES = ("omp", "acc")
+_RUNTIME_HEADERS = {"omp.h": "omp", "openacc.h": "acc"}
 
 
 @dataclass(frozen=True)
 class _Define:
-    """A `#define NAME value` seen in the user's files."""
+    """A `#define NAME value` seen in the user's files; `active` when the preprocessor keeps it
+    under the flags in use (it is not in a skipped `#if` branch)."""
 
     name: str
     name_location: Location
@@ -46,6 +49,7 @@ class _Define:
     guarded: bool
     function_like: bool
     file: SourceFile
+    active: bool
 
 
 @dataclass
@@ -54,6 +58,9 @@ class _Collector:
     params: dict[str, TunableParam] = field(default_factory=dict)
     constraints: list[ConstraintDecl] = field(default_factory=list)
     defines: dict[str, _Define] = field(default_factory=dict)
+    pending_define_params: list[tuple[_Define, list[tuple[Token, TuneComment]]]] = field(
+        default_factory=list
+    )
     pending_pragma_params: list[tuple[SourceFile, int, ParamPragma]] = field(default_factory=list)
     program_args: list[str] | None = None
 
@@ -73,6 +80,10 @@ def collect(parsed: ParsedSource, config: FileConfig | None = None) -> Problem:
     """Read every annotation of the parsed files into a Problem (parameter uses included)."""
     collector = _Collector(parsed)
     _scan_file(collector, parsed.main, visited=set())
+    for define, found in collector.pending_define_params:
+        known = collector.params.get(define.name)
+        if known is None or known.origin != "define":  # else annotated in the kept branch too
+            _add_define_param(collector, define, found)
     for args in collector.pending_pragma_params:
         _add_pragma_param(collector, *args)
     if config is not None:
@@ -89,7 +100,28 @@ def collect(parsed: ParsedSource, config: FileConfig | None = None) -> Problem:
         missing_includes=tuple(parsed.missing_local_includes),
         settings=_settings(collector, config),
         timing_header=parsed.timing_header,
+        pragmas=_pragma_families(parsed),
     )
+
+
+def _pragma_families(parsed: ParsedSource) -> frozenset[str]:
+    """Which of OpenMP ("omp") and OpenACC ("acc") the user's files use: a `#pragma omp` or
+    `#pragma acc` line, or an include of the runtime's header (a program that only calls
+    `omp_get_wtime` needs the compiler's flag as much, to link the runtime). Only lines the
+    preprocessor keeps count: a `#pragma omp` in a skipped `#ifdef USE_OPENMP` asks for nothing."""
+    found: set[str] = set()
+    for source in parsed.files:
+        for directive in source.directives:
+            if not source.is_active(directive.hash_token.start):
+                continue
+            words = [word.text for word in directive.words]
+            if directive.name == "pragma" and words and words[0] in _PRAGMA_FAMILIES:
+                found.add(words[0])
+            elif directive.name == "include":
+                family = _RUNTIME_HEADERS.get("".join(words).strip('<>"'))
+                if family is not None:
+                    found.add(family)
+    return frozenset(found)
 
 
 def _settings(collector: _Collector, config: FileConfig | None) -> RunSettings:
@@ -140,10 +172,12 @@ def _scan_file(collector: _Collector, source: SourceFile, visited: set[str]) -> 
         elif name == "define":
             define = _define(source, directive, open_conditions)
             if define is not None:
-                collector.defines.setdefault(define.name, define)
+                _remember(collector, define)
                 annotations = _annotations(source, directive, consumed)
-                if annotations:
+                if annotations and define.active:
                     _add_define_param(collector, define, annotations)
+                elif annotations:  # the preprocessor skips it: resolved once every file is read
+                    collector.pending_define_params.append((define, annotations))
             continue
         elif name == "pragma":
             annotations = _annotations(source, directive, consumed)
@@ -156,6 +190,15 @@ def _scan_file(collector: _Collector, source: SourceFile, visited: set[str]) -> 
                 "@tune must be on (or on the line just above) a #define or #pragma line",
                 source.location(token.start + token.text.index("@tune")),
             )
+
+
+def _remember(collector: _Collector, define: _Define) -> None:
+    """Keep the definition a tunable's default, place and guard come from: the first one the
+    preprocessor keeps, or, until one is seen, the first one written. Third-party code defines
+    one macro in several `#if` branches, and only one of them reaches the compiler."""
+    known = collector.defines.get(define.name)
+    if known is None or (define.active and not known.active):
+        collector.defines[define.name] = define
 
 
 def _condition(directive: Directive) -> tuple[str, str]:
@@ -227,6 +270,7 @@ def _define(
         guarded=guarded,
         function_like=function_like,
         file=source,
+        active=source.is_active(name_token.start),
     )
 
 
@@ -249,17 +293,21 @@ def _define_value(define: _Define) -> Number | None:
 
 
 def _add_define_param(
-    collector: _Collector, define: _Define, annotations: list[tuple[Token, TuneComment]]
+    collector: _Collector, annotated: _Define, annotations: list[tuple[Token, TuneComment]]
 ) -> None:
+    """The annotation gives the domain; the definition the compiler sees (the annotated one
+    unless the preprocessor skips it) gives the default, the place and the guard."""
     comment, annotation = annotations[0]
-    source = define.file
     if annotation.name is not None or len(annotations) > 1:
         at = annotations[1] if annotation.name is None else annotations[0]
         raise AnnotuneError(
             "a #define takes one plain '@tune DOMAIN' (its name is the macro's); "
             "'@tune(NAME)' is for literals inside a pragma",
-            source.location(at[0].start + at[1].offset),
+            annotated.file.location(at[0].start + at[1].offset),
         )
+    kept = collector.defines[annotated.name]
+    define = annotated if annotated.active or not kept.active else kept
+    source = define.file
     if define.function_like:
         raise AnnotuneError(
             f"function-like macro '{define.name}' cannot be tuned", define.name_location
@@ -428,17 +476,7 @@ def _add_literal_param(
         raise AnnotuneError("on a pragma, name the tunable literal: '@tune(NAME) DOMAIN'", at)
     literals = _number_literals(directive.words)
     if annotation.clause is not None:
-        literals = [
-            (i, token)
-            for i, token in literals
-            if i >= 2
-            and directive.words[i - 1].text == "("
-            and directive.words[i - 2].text == annotation.clause
-        ] or [
-            (i, token)
-            for i, token in literals
-            if i >= 1 and directive.words[i - 1].text == annotation.clause
-        ]
+        literals = _clause_literals(directive.words, literals, annotation.clause)
         if not literals:
             raise AnnotuneError(f"no number literal after '{annotation.clause}' in this pragma", at)
     if not literals:
@@ -468,10 +506,49 @@ def _add_literal_param(
     )
 
 
+def _clause_literals(
+    words: tuple[Token, ...], literals: list[tuple[int, Token]], clause: str
+) -> list[tuple[int, Token]]:
+    """The literals `@tune(NAME: clause)` can mean, whatever the clause's name.
+
+    Inside `clause(...)`: its first argument when that is a literal (`tile(32, 4)` means 32),
+    else any argument, as the chunk of `schedule(dynamic, 16)`; without parentheses, the
+    literal right after the word (`unroll 4`).
+    """
+    inside = [
+        (i, token)
+        for i, token in literals
+        if (at := _enclosing_clause(words, i)) is not None and words[at].text == clause
+    ]
+    first = [(i, token) for i, token in inside if words[i - 1].text == "("]
+    after = [(i, token) for i, token in literals if i >= 1 and words[i - 1].text == clause]
+    return first or inside or after
+
+
+def _enclosing_clause(words: tuple[Token, ...], index: int) -> int | None:
+    """The index of the clause name whose parentheses hold word `index` (innermost), if any."""
+    depth = 0
+    for at in range(index - 1, 0, -1):
+        if words[at].text == ")":
+            depth += 1
+        elif words[at].text == "(":
+            if depth == 0:
+                return at - 1
+            depth -= 1
+    return None
+
+
 def _clause_of(words: tuple[Token, ...], index: int) -> str:
-    if index >= 2 and words[index - 1].text == "(":
-        return f"{words[index - 2].text}({words[index].text})"
-    return words[index].text
+    """How a literal shows in messages: its clause as written (`schedule(dynamic, 16)`)."""
+    name = _enclosing_clause(words, index)
+    if name is None:
+        return words[index].text
+    depth, end = 0, name + 1
+    for end in range(name + 1, len(words)):
+        depth += {"(": 1, ")": -1}.get(words[end].text, 0)
+        if depth == 0:
+            break
+    return "".join(w.text + (" " if w.text == "," else "") for w in words[name : end + 1])
 
 
 # --- config -------------------------------------------------------------------------------------

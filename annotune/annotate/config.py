@@ -2,19 +2,24 @@
 
     # annotune.toml, beside the sources or in a parent directory
     [[file]]
-    path = "polybench/2mm.cu"          # relative to this config file
-    include = ["common"]               # extra include directories for the front end
+    path = "polybench/2mm.cu"          # relative to this config file, as are the paths below
+    include = ["common"]               # extra include directories (libclang's and the compiler's)
+    compile = "nvcc -O3 -Icommon {source} -o {output}"   # optional: a preset name or a template
+    run_dir = "data"                   # optional: where the program runs
     constraints = ["DIM_THREAD_BLOCK_X * DIM_THREAD_BLOCK_Y <= 1024"]
     [file.params]
     DIM_THREAD_BLOCK_X = "pow2(1, 1024)"                       # default: the #define's value
     DIM_THREAD_BLOCK_Y = { domain = "range(1, 32)", default = 8 }
 
 The same tables go under `[tool.annotune]` in a pyproject.toml. The nearest config file
-above the source that mentions it wins.
+above the source that mentions it wins. Every key is checked, in every `[[file]]`: a misspelt
+one would otherwise be ignored without a word.
 """
 
 from __future__ import annotations
 
+import bisect
+import difflib
 import re
 import shlex
 import sys
@@ -33,6 +38,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 CONFIG_NAMES = ("annotune.toml", "pyproject.toml")
+_TOP_KEYS = {"file"}
 _FILE_KEYS = {
     "path",
     "include",
@@ -40,6 +46,7 @@ _FILE_KEYS = {
     "params",
     "defines",
     "compile",
+    "run_dir",
     "args",
     "time_regex",
     "timeout",
@@ -47,6 +54,8 @@ _FILE_KEYS = {
     "warmup",
 }
 _PARAM_KEYS = {"domain", "default"}
+# Compiler flags whose next argument is a path (`-I dir`, `-include file.h`).
+_PATH_FLAGS = {"-I", "-L", "-isystem", "-iquote", "-idirafter", "-include", "-imacros"}
 
 
 @dataclass(frozen=True)
@@ -59,7 +68,11 @@ class ConfigParam:
 
 @dataclass(frozen=True)
 class FileConfig:
-    """What a config file says about one source file."""
+    """What a config file says about one source file; every path in it absolute.
+
+    `defines` are the macros libclang parses with: the `defines` key's and the `-D` flags of
+    `compile`, without which its view of which `#if` branch is taken is not the compiler's.
+    """
 
     config_file: str
     params: tuple[ConfigParam, ...] = ()
@@ -69,19 +82,136 @@ class FileConfig:
     settings: RunSettings = RunSettings()
 
 
-class _Locator:
-    """Best-effort positions inside a TOML file (tomllib reports none)."""
+_TOML_TOKEN = re.compile(
+    r'(?P<string>"""(?:\\[\s\S]|[^\\])*?"""|\'\'\'[\s\S]*?\'\'\'|"(?:\\.|[^"\\\n])*"|\'[^\'\n]*\')'
+    r"|(?P<comment>#[^\n]*)|(?P<newline>\n)|(?P<space>[ \t\r]+)"
+    r"|(?P<word>[A-Za-z0-9_+\-:]+)|(?P<mark>.)"
+)
+
+
+class _Positions:
+    """Where each key and value of a TOML document is written (tomllib reports no positions).
+
+    Paths are the data's: `("file", 0, "params", "X")` is the key X of the first `[[file]]`'s
+    params, whether written under `[file.params]`, as `params.X = ...` or in an inline table.
+    The document is valid TOML (tomllib read it first), so a token scan is enough.
+    """
 
     def __init__(self, path: Path, text: str):
-        self.path = str(path)
-        self.lines = text.splitlines()
+        self.file = str(path)
+        self._line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
+        self._keys: dict[tuple, int] = {}
+        self._values: dict[tuple, int] = {}
+        tokens = [
+            (m.lastgroup, m.group(), m.start())
+            for m in _TOML_TOKEN.finditer(text)
+            if m.lastgroup not in ("space", "comment")
+        ]
+        self._scan(tokens)
 
-    def find(self, needle: str, after: int = 0) -> Location:
-        for number, line in enumerate(self.lines[after:], start=after + 1):
-            column = line.find(needle)
-            if column >= 0:
-                return Location(self.path, number, column + 1)
-        return Location(self.path, after + 1 if after < len(self.lines) else 1, 1)
+    def key(self, path: tuple) -> Location:
+        """Where the key at `path` is written (else its nearest written parent)."""
+        return self._find(path, self._keys, self._values)
+
+    def value(self, path: tuple) -> Location:
+        """Where the value at `path` starts: a string's first character inside its quotes."""
+        return self._find(path, self._values, self._keys)
+
+    def _find(self, path: tuple, first: dict, then: dict) -> Location:
+        for end in range(len(path), 0, -1):
+            for table in (first, then):
+                if path[:end] in table:
+                    return self._location(table[path[:end]])
+        return Location(self.file, 1, 1)
+
+    def _location(self, offset: int) -> Location:
+        line = bisect.bisect_right(self._line_starts, offset)
+        return Location(self.file, line, offset - self._line_starts[line - 1] + 1)
+
+    def _scan(self, tokens: list[tuple[str, str, int]]) -> None:
+        arrays: dict[tuple[str, ...], int] = {}  # [[name]] -> how many seen so far
+        table: tuple = ()  # the path of the current [table]
+        stack: list[list] = []  # open inline tables [path, None] and arrays [path, index]
+        expect_key = True
+        i = 0
+        while i < len(tokens):
+            kind, text, start = tokens[i]
+            if kind == "newline":
+                expect_key = expect_key or not stack
+                i += 1
+            elif expect_key and not stack and text == "[" and i + 1 < len(tokens):  # [table]
+                double = tokens[i + 1][1] == "[" and tokens[i + 1][2] == start + 1  # [[table]]
+                names, offsets, i = _dotted_key(tokens, i + 1 + double)
+                if double:
+                    arrays[names] = arrays.get(names, 0) + 1
+                table = ()
+                for n, (name, offset) in enumerate(zip(names, offsets, strict=True), 1):
+                    table += (name,)
+                    self._keys.setdefault(table, offset)
+                    if names[:n] in arrays:
+                        table += (arrays[names[:n]] - 1,)
+                        self._keys.setdefault(table, offset)
+                expect_key = False
+            elif expect_key and kind in ("word", "string"):  # key = value
+                names, offsets, i = _dotted_key(tokens, i)
+                path = stack[-1][0] if stack else table
+                for name, offset in zip(names, offsets, strict=True):
+                    path += (name,)
+                    self._keys.setdefault(path, offset)
+                i = self._value(tokens, i + 1, path, stack)  # i + 1: past the "="
+                expect_key = tokens[i - 1][1] == "{"
+            elif stack and text in ("]", "}"):
+                stack.pop()
+                i += 1
+            elif stack and text == ",":
+                if stack[-1][1] is None:
+                    expect_key = True
+                else:
+                    stack[-1][1] += 1
+                i += 1
+            elif stack and stack[-1][1] is not None:  # an element of an array
+                i = self._value(tokens, i, (*stack[-1][0], stack[-1][1]), stack)
+                expect_key = tokens[i - 1][1] == "{"
+            else:
+                i += 1
+
+    def _value(self, tokens: list, i: int, path: tuple, stack: list[list]) -> int:
+        """Record where the value at `path` starts; open it if it is an inline table or array."""
+        if i >= len(tokens):
+            return i
+        kind, text, start = tokens[i]
+        quotes = 3 if text[:3] in ('"""', "'''") else 1 if kind == "string" else 0
+        if quotes == 3 and text[3:4] == "\n":  # TOML trims a newline right after the quotes
+            quotes += 1
+        self._values.setdefault(path, start + quotes)
+        if text in ("{", "["):
+            stack.append([path, None if text == "{" else 0])
+        return i + 1
+
+
+def _dotted_key(tokens: list, i: int) -> tuple[tuple[str, ...], list[int], int]:
+    """The parts of the key starting at token `i`, their offsets, and the index past it."""
+    names: list[str] = []
+    offsets: list[int] = []
+    while i < len(tokens) and tokens[i][1] not in ("=", "]"):
+        kind, text, start = tokens[i]
+        if kind in ("word", "string"):
+            names.append(_key_name(kind, text))
+            offsets.append(start)
+        i += 1
+    while i < len(tokens) and tokens[i][1] == "]":
+        i += 1
+    return tuple(names), offsets, i
+
+
+def _key_name(kind: str, text: str) -> str:
+    """A bare key as written; a quoted one decoded by tomllib itself (escapes and all)."""
+    if kind != "string":
+        return text
+    try:
+        return tomllib.loads(f"k = {text}")["k"]
+    except tomllib.TOMLDecodeError:  # a token the scan split oddly: its position still helps
+        return text.strip("\"'")
 
 
 def find_config(source: Path) -> Path | None:
@@ -120,123 +250,205 @@ def load_file_config(config_path: Path, source: Path) -> FileConfig | None:
         raise AnnotuneError(
             f"invalid TOML: {message}", Location(str(config_path), line, column)
         ) from None
-    locate = _Locator(config_path, text)
+    where = _Positions(config_path, text)
+    top: tuple = ()
     if config_path.name == "pyproject.toml":
-        data = data.get("tool", {}).get("annotune", {})
-    entries = data.get("file", [])
-    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
-        raise AnnotuneError("'file' must be an array of tables ([[file]])", locate.find("file"))
+        top = ("tool", "annotune")
+        tool = data.get("tool")
+        data = tool.get("annotune", {}) if isinstance(tool, dict) else {}
+        if not isinstance(data, dict):
+            raise AnnotuneError("[tool.annotune] must be a table", where.key(top))
+    entries = _checked_entries(data, where, top)
     target = source.resolve()
-    for entry in entries:
+    for index, entry in enumerate(entries):
+        at = (*top, "file", index)
         path = entry.get("path")
         if not isinstance(path, str):
-            raise AnnotuneError('each [[file]] needs a path = "..."', locate.find("[[file]]"))
+            raise AnnotuneError('each [[file]] needs a path = "..."', where.value((*at, "path")))
         if (config_path.parent / path).resolve() == target:
-            return _file_config(entry, config_path, locate, locate.find(path).line)
+            return _file_config(entry, config_path.parent, where, at, str(config_path))
     return None
 
 
-def _file_config(entry: dict, config_path: Path, locate: _Locator, line: int) -> FileConfig:
-    for key in entry:
-        if key not in _FILE_KEYS:
-            raise AnnotuneError(
-                f"unknown key '{key}' in [[file]] (expected: {', '.join(sorted(_FILE_KEYS))})",
-                locate.find(key, line - 1),
+def _checked_entries(data: dict, where: _Positions, top: tuple) -> list[dict]:
+    """The `[[file]]` tables, once every key in the document is known to annotune."""
+    _known_keys(data, _TOP_KEYS, where, top, "[tool.annotune]" if top else "annotune.toml")
+    entries = data.get("file", [])
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise AnnotuneError(
+            "'file' must be an array of tables ([[file]])", where.key((*top, "file"))
+        )
+    for index, entry in enumerate(entries):
+        at = (*top, "file", index)
+        _known_keys(entry, _FILE_KEYS, where, at, "[[file]]")
+        params = entry.get("params")
+        for name, spec in params.items() if isinstance(params, dict) else ():
+            if isinstance(spec, dict):
+                _known_keys(spec, _PARAM_KEYS, where, (*at, "params", name), f"parameter {name}")
+    return entries
+
+
+def _known_keys(table: dict, known: set[str], where: _Positions, at: tuple, what: str) -> None:
+    for key in table:
+        if key not in known:
+            close = difflib.get_close_matches(key, sorted(known), n=1)
+            hint = (
+                f"did you mean '{close[0]}'?" if close else f"expected: {', '.join(sorted(known))}"
             )
+            raise AnnotuneError(f"unknown key '{key}' in {what} ({hint})", where.key((*at, key)))
+
+
+def _file_config(
+    entry: dict, base: Path, where: _Positions, at: tuple, config_file: str
+) -> FileConfig:
     params = tuple(
-        _config_param(name, spec, locate, line)
-        for name, spec in _table(entry, "params", locate, line).items()
+        _config_param(name, spec, where, (*at, "params", name))
+        for name, spec in _table(entry, "params", where, at).items()
     )
-    constraints = []
-    for expr in _string_list(entry, "constraints", locate, line):
-        constraints.append((expr, locate.find(expr, line - 1)))
-    base = config_path.parent
-    include_dirs = tuple(
-        str((base / d).resolve()) for d in _string_list(entry, "include", locate, line)
+    constraints = tuple(
+        (expr, where.value((*at, "constraints", index)))
+        for index, expr in enumerate(_string_list(entry, "constraints", where, at))
     )
-    defines = tuple(_string_list(entry, "defines", locate, line))
-    settings = _settings(entry, locate, line)
-    return FileConfig(str(config_path), params, tuple(constraints), include_dirs, defines, settings)
+    include_dirs = tuple(_from(base, d) for d in _string_list(entry, "include", where, at))
+    compile_argv = _compile(entry, base, where, at)
+    defines = (*_string_list(entry, "defines", where, at), *_command_defines(compile_argv))
+    settings = _settings(entry, compile_argv, base, where, at)
+    return FileConfig(config_file, params, constraints, include_dirs, defines, settings)
 
 
-def _settings(entry: dict, locate: _Locator, line: int) -> RunSettings:
-    """`compile` (a string or a list of arguments), `args`, `time_regex`, and run limits."""
-    compile_value = entry.get("compile")
-    if isinstance(compile_value, str):
-        compile_value = [compile_value] if compile_value in PRESETS else shlex.split(compile_value)
-    elif compile_value is not None:
-        compile_value = _string_list(entry, "compile", locate, line)
+def _from(base: Path, path: str) -> str:
+    """A path written in the config: relative to the config file's directory."""
+    return path if Path(path).is_absolute() else str((base / path).resolve())
+
+
+def _compile(entry: dict, base: Path, where: _Positions, at: tuple) -> tuple[str, ...] | None:
+    """`compile`: a preset name, or a command (a string, or a list of arguments) whose relative
+    paths are made absolute from the config's directory, as a Makefile beside it means them."""
+    value = entry.get("compile")
+    if value is None:
+        return None
+    argv = [value] if isinstance(value, str) else _string_list(entry, "compile", where, at)
+    if len(argv) == 1 and argv[0] not in PRESETS:
+        try:
+            argv = shlex.split(argv[0])
+        except ValueError as error:
+            raise AnnotuneError(
+                f"cannot split the compile command: {error}", where.value((*at, "compile"))
+            ) from None
+    return tuple(_absolute_args(argv, base)) or None
+
+
+def _absolute_args(argv: list[str], base: Path) -> list[str]:
+    """The path arguments made absolute: those of `-I`-like flags, and any other argument that
+    names an existing file beside the config (a compiler's bare name is looked up on PATH)."""
+    absolute = []
+    for index, arg in enumerate(argv):
+        if "{" in arg:  # a placeholder: annotune fills it in
+            absolute.append(arg)
+        elif index > 0 and argv[index - 1] in _PATH_FLAGS:
+            absolute.append(_from(base, arg))
+        elif arg[:2] in ("-I", "-L") and len(arg) > 2:
+            absolute.append(arg[:2] + _from(base, arg[2:]))
+        elif not arg.startswith("-") and (index > 0 or "/" in arg) and (base / arg).exists():
+            absolute.append(_from(base, arg))
+        else:
+            absolute.append(arg)
+    return absolute
+
+
+def _command_defines(argv: tuple[str, ...] | None) -> list[str]:
+    """The `NAME` or `NAME=VALUE` of each `-D` in a compile command."""
+    argv = argv or ()
+    return [
+        arg[2:] if arg != "-D" else argv[index + 1]
+        for index, arg in enumerate(argv)
+        if arg.startswith("-D") and (arg != "-D" or index + 1 < len(argv))
+    ]
+
+
+def _settings(
+    entry: dict, compile_argv: tuple[str, ...] | None, base: Path, where: _Positions, at: tuple
+) -> RunSettings:
+    """The program's arguments, where it runs, `time_regex`, and run limits."""
     numbers = {}
     for key, kind in (("timeout", float), ("repeats", int), ("warmup", int)):
         value = entry.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
-            raise AnnotuneError(f"'{key}' must be a number", locate.find(key, line - 1))
+            raise AnnotuneError(f"'{key}' must be a number", where.value((*at, key)))
         if value is not None and (value < 0 or (kind is int and int(value) != value)):
             raise AnnotuneError(
-                f"'{key}' must be a non-negative {kind.__name__}", locate.find(key, line - 1)
+                f"'{key}' must be a non-negative {kind.__name__}", where.value((*at, key))
             )
         numbers[key] = kind(value) if value is not None else None
     regex = entry.get("time_regex")
     if regex is not None:
         if not isinstance(regex, str):
-            raise AnnotuneError(
-                "'time_regex' must be a string", locate.find("time_regex", line - 1)
-            )
+            raise AnnotuneError("'time_regex' must be a string", where.value((*at, "time_regex")))
         try:
             groups = re.compile(regex).groups
         except re.error as error:
             raise AnnotuneError(
-                f"invalid time_regex: {error}", locate.find("time_regex", line - 1)
+                f"invalid time_regex: {error}", where.value((*at, "time_regex"))
             ) from None
         if groups < 1:
             raise AnnotuneError(
                 "time_regex needs a group capturing the milliseconds, e.g. 'took ([0-9.]+) ms'",
-                locate.find("time_regex", line - 1),
+                where.value((*at, "time_regex")),
             )
     return RunSettings(
-        compile=tuple(compile_value) if compile_value else None,
-        args=tuple(_string_list(entry, "args", locate, line)),
+        compile=compile_argv,
+        args=tuple(_string_list(entry, "args", where, at)),
         time_regex=regex,
+        run_dir=_run_dir(entry, base, where, at),
         **numbers,
     )
 
 
-def _table(entry: dict, key: str, locate: _Locator, line: int) -> dict:
+def _run_dir(entry: dict, base: Path, where: _Positions, at: tuple) -> str | None:
+    value = entry.get("run_dir")
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise AnnotuneError("'run_dir' must be a string", where.value((*at, "run_dir")))
+    run_dir = _from(base, value)
+    if not Path(run_dir).is_dir():
+        raise AnnotuneError(f"run_dir: no such directory {run_dir}", where.value((*at, "run_dir")))
+    return run_dir
+
+
+def _table(entry: dict, key: str, where: _Positions, at: tuple) -> dict:
     value = entry.get(key, {})
     if not isinstance(value, dict):
-        raise AnnotuneError(f"'{key}' must be a table", locate.find(key, line - 1))
+        raise AnnotuneError(f"'{key}' must be a table", where.key((*at, key)))
     return value
 
 
-def _string_list(entry: dict, key: str, locate: _Locator, line: int) -> list[str]:
+def _string_list(entry: dict, key: str, where: _Positions, at: tuple) -> list[str]:
     value = entry.get(key, [])
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise AnnotuneError(f"'{key}' must be a list of strings", locate.find(key, line - 1))
+        raise AnnotuneError(f"'{key}' must be a list of strings", where.key((*at, key)))
     return value
 
 
-def _config_param(name: str, spec: object, locate: _Locator, line: int) -> ConfigParam:
-    at = locate.find(name, line - 1)
+def _config_param(name: str, spec: object, where: _Positions, at: tuple) -> ConfigParam:
+    location = where.key(at)
     if isinstance(spec, str):
-        domain_text, default = spec, None
+        domain_text, default, domain_at = spec, None, where.value(at)
     elif isinstance(spec, dict):
-        for key in spec:
-            if key not in _PARAM_KEYS:
-                raise AnnotuneError(
-                    f"unknown key '{key}' for parameter {name} (expected: domain, default)", at
-                )
         domain_text, default = spec.get("domain"), spec.get("default")
+        domain_at = where.value((*at, "domain"))
         if not isinstance(domain_text, str):
-            raise AnnotuneError(f'parameter {name} needs domain = "..."', at)
+            raise AnnotuneError(f'parameter {name} needs domain = "..."', location)
         if default is not None and (
             isinstance(default, bool) or not isinstance(default, int | float)
         ):
-            raise AnnotuneError(f"default of {name} must be a number", at)
+            raise AnnotuneError(
+                f"default of {name} must be a number", where.value((*at, "default"))
+            )
     else:
-        raise AnnotuneError(f"parameter {name} must be a domain string or a table", at)
-    domain_at = locate.find(domain_text, at.line - 1)
+        raise AnnotuneError(f"parameter {name} must be a domain string or a table", location)
     try:
         domain = parse_domain(domain_text)
     except GrammarError as error:
         raise AnnotuneError(error.message, domain_at.shifted(error.offset)) from None
-    return ConfigParam(name, domain, default, at)
+    return ConfigParam(name, domain, default, location)

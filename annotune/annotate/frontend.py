@@ -5,7 +5,10 @@ for the CUDA keywords, so that no CUDA toolkit or system header is needed; missi
 headers are expected and ignored. From the translation unit we take:
 
 - the raw tokens (comments included) of the main file and of every local header it includes
-  with `#include "..."`, through clang's own lexer;
+  with `#include "..."` (or with `<...>` from a configured include directory), through clang's
+  own lexer;
+- which of their text the preprocessor skipped (`#if` branches not taken under the flags in
+  use), from libclang's skipped ranges and its record of macro expansions;
 - the preprocessor directives, rebuilt from those tokens (libclang exposes no cursor for
   `#ifndef` or `#pragma`), with the comments that sit on or just above them;
 - the function definitions, to say in which function (or kernel) a parameter is used.
@@ -14,6 +17,8 @@ headers are expected and ignored. From the translation unit we take:
 from __future__ import annotations
 
 import bisect
+import ctypes
+import functools
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,14 +108,36 @@ class SourceFile:
     data: bytes
     tokens: list[Token]
     directives: list[Directive] = field(default_factory=list)
+    skipped: list[tuple[int, int]] = field(default_factory=list)  # skipped #if branches, sorted
+    expanded: frozenset[int] = frozenset()  # offsets of the macro names the preprocessor expanded
     _line_starts: list[int] = field(default_factory=list, repr=False)
 
     def location(self, offset: int) -> Location:
         """1-based line and column of a byte offset."""
+        line = bisect.bisect_right(self.line_starts, offset)
+        return Location(self.path, line, offset - self.line_starts[line - 1] + 1)
+
+    def offset(self, location: Location) -> int:
+        """The byte offset of a location in this file (`location`'s inverse)."""
+        return self.line_starts[location.line - 1] + location.column - 1
+
+    @property
+    def line_starts(self) -> list[int]:
         if not self._line_starts:
             self._line_starts = [0] + [i + 1 for i, ch in enumerate(self.data) if ch == 0x0A]
-        line = bisect.bisect_right(self._line_starts, offset)
-        return Location(self.path, line, offset - self._line_starts[line - 1] + 1)
+        return self._line_starts
+
+    def is_active(self, offset: int) -> bool:
+        """Whether the compiler sees the text at `offset` under the flags in use.
+
+        Not when it lies in an `#if` branch the preprocessor skipped. A skipped range begins
+        with the `#if`/`#elif` whose condition failed, yet that condition was evaluated: a
+        macro expanded there is active.
+        """
+        if offset in self.expanded:
+            return True
+        index = bisect.bisect_right(self.skipped, (offset, float("inf"))) - 1
+        return index < 0 or offset >= self.skipped[index][1]
 
     def slice(self, start: int, end: int) -> str:
         return self.data[start:end].decode("utf-8", errors="replace")
@@ -140,6 +167,11 @@ class ParsedSource:
 
     def file(self, path: str) -> SourceFile:
         return next(f for f in self.files if f.path == path)
+
+    def is_active(self, location: Location) -> bool:
+        """Whether the compiler sees this place in one of the user's files (`SourceFile`'s)."""
+        source = self.file(location.file)
+        return source.is_active(source.offset(location))
 
     def function_at(self, file: str, offset: int) -> FunctionDef | None:
         """The innermost function definition around `offset` (bisect over sorted starts)."""
@@ -214,9 +246,11 @@ def parse_source(
     display = {os.path.realpath(str(path)): str(path)}
     missing: list[tuple[Location, str]] = []
     includes: dict[tuple[str, int], str] = {}
-    timing_header = _collect_local_includes(tu, display, missing, includes)
+    user_dirs = [os.path.realpath(d) for d in include_dirs or []]
+    timing_header = _collect_local_includes(tu, display, missing, includes, user_dirs)
 
-    files = [_load_file(tu, key, shown) for key, shown in display.items()]
+    expanded = _expansions(tu, display)
+    files = [_load_file(tu, key, shown, expanded[key]) for key, shown in display.items()]
     functions = _functions(tu, display)
     return ParsedSource(
         files[0], files, functions, missing, language, includes, timing_header=timing_header
@@ -228,9 +262,12 @@ def _collect_local_includes(
     display: dict[str, str],
     missing: list[tuple[Location, str]],
     includes: dict[tuple[str, int], str],
+    user_dirs: list[str],
 ) -> bool:
-    """Follow `#include "..."` (not `<...>`) from the main file through local headers; return
-    whether one of them is annotune's timing header (then every run must print its time).
+    """Follow `#include "..."` from the main file through local headers, and `#include <...>`
+    where it finds a header in one of `user_dirs` (the configured include directories: their
+    headers are the project's, however included); return whether one of them is annotune's
+    timing header (then every run must print its time).
 
     The preprocessing record lists inclusions in translation order, and a header's own
     inclusions follow the line that includes it, so one pass reaches every depth.
@@ -242,27 +279,72 @@ def _collect_local_includes(
         includer = os.path.realpath(cursor.location.file.name)
         if includer not in display:
             continue
-        spelled = [t.spelling for t in cursor.get_tokens()]
-        if not any(s.startswith('"') for s in spelled):
-            continue
+        quoted = any(t.spelling.startswith('"') for t in cursor.get_tokens())
         try:
             included = cursor.get_included_file()
         except AssertionError:  # libclang returns a null file when the header was not found
             included = None
         where = Location(display[includer], cursor.location.line, cursor.location.column)
         if included is None:
-            missing.append((where, cursor.spelling))
+            if quoted:
+                missing.append((where, cursor.spelling))
             continue
         key = os.path.realpath(included.name)
         if Path(key).parent == ANNOTUNE_INCLUDE_DIR:
             timing_header = timing_header or Path(key).name == TIMING_HEADER
             continue
-        if key == SHIM_PATH:
+        if key == SHIM_PATH or not (quoted or _inside(key, user_dirs)):
             continue
         if key not in display:
             display[key] = os.path.normpath(included.name)
         includes[(where.file, where.line)] = display[key]
     return timing_header
+
+
+def _inside(path: str, directories: list[str]) -> bool:
+    return any(os.path.commonpath([path, d]) == d for d in directories)
+
+
+def _expansions(tu: ci.TranslationUnit, display: dict[str, str]) -> dict[str, frozenset[int]]:
+    """Where the preprocessor expanded a macro in each user file (the detailed processing
+    record lists every expansion, those in `#if` conditions included)."""
+    found: dict[str, set[int]] = {key: set() for key in display}
+    real: dict[str, str] = {}  # the path libclang names -> its real path, looked up once
+    for cursor in tu.cursor.get_children():
+        if cursor.kind != ci.CursorKind.MACRO_INSTANTIATION or cursor.location.file is None:
+            continue
+        name = cursor.location.file.name
+        key = real.setdefault(name, os.path.realpath(name))
+        if key in found:
+            found[key].add(cursor.location.offset)
+    return {key: frozenset(offsets) for key, offsets in found.items()}
+
+
+class _SourceRangeList(ctypes.Structure):
+    _fields_ = [("count", ctypes.c_uint), ("ranges", ctypes.POINTER(ci.SourceRange))]
+
+
+@functools.cache
+def _skipped_ranges_functions() -> tuple:
+    """clang_getSkippedRanges and its free function, which the Python bindings do not wrap."""
+    get, dispose = ci.conf.lib.clang_getSkippedRanges, ci.conf.lib.clang_disposeSourceRangeList
+    get.argtypes = [ci.TranslationUnit, ci.File]
+    get.restype = ctypes.POINTER(_SourceRangeList)
+    dispose.argtypes = [ctypes.POINTER(_SourceRangeList)]
+    return get, dispose
+
+
+def _skipped_ranges(tu: ci.TranslationUnit, clang_file: ci.File) -> list[tuple[int, int]]:
+    """The byte ranges of `clang_file` in `#if` branches the preprocessor skipped, sorted."""
+    get, dispose = _skipped_ranges_functions()
+    ranges = get(tu, clang_file)
+    if not ranges:
+        return []
+    try:
+        listed = ranges.contents
+        return sorted((r.start.offset, r.end.offset) for r in listed.ranges[: listed.count])
+    finally:
+        dispose(ranges)
 
 
 def _token_kind(token: ci.Token) -> str:
@@ -275,7 +357,9 @@ def _token_kind(token: ci.Token) -> str:
     }[token.kind]
 
 
-def _load_file(tu: ci.TranslationUnit, key: str, shown: str) -> SourceFile:
+def _load_file(
+    tu: ci.TranslationUnit, key: str, shown: str, expanded: frozenset[int]
+) -> SourceFile:
     data = Path(key).read_bytes()
     clang_file = tu.get_file(key)
     extent = ci.SourceRange.from_locations(
@@ -289,7 +373,7 @@ def _load_file(tu: ci.TranslationUnit, key: str, shown: str) -> SourceFile:
         # Spelled from the bytes: libclang's own spelling fails on invalid UTF-8.
         text = data[start:end].decode("utf-8", errors="replace")
         tokens.append(Token(_token_kind(clang_token), text, start, end))
-    source = SourceFile(shown, data, tokens)
+    source = SourceFile(shown, data, tokens, [], _skipped_ranges(tu, clang_file), expanded)
     source.directives = _directives(source)
     return source
 

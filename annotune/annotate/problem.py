@@ -114,6 +114,7 @@ class RunSettings:
     timeout: float | None = None
     repeats: int | None = None
     warmup: int | None = None
+    run_dir: str | None = None  # absolute: the config's run_dir, where the program runs
 
 
 @dataclass(frozen=True)
@@ -130,6 +131,12 @@ class Problem:
     settings: RunSettings = RunSettings()
     kernels: tuple = ()  # KernelSpec of each `#pragma annotune kernel` (annotate.kernel)
     timing_header: bool = False  # the source includes annotune_timing.h: runs print their time
+    # Absolute directories from the config's `include = [...]`: libclang searched them, and the
+    # compiler must too (as -I), or it reads other headers than the ones annotune read.
+    include_dirs: tuple[str, ...] = ()
+    # Directive families the user's files use, "omp" and/or "acc" (`#pragma omp`, or including
+    # omp.h for the runtime alone): each needs its compiler flag, or its pragmas are ignored.
+    pragmas: frozenset[str] = frozenset()
 
     def param(self, name: str) -> TunableParam:
         for param in self.params:

@@ -1,4 +1,5 @@
-"""The size of a problem's space: exact where it can be enumerated, estimated beyond."""
+"""What `scan` reports beside the parameters: the size of the space (exact where it can be
+enumerated, estimated beyond) and the warnings about what annotune cannot see or tune."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from annotune.annotate import Problem, problem_space
-from annotune.core.diagnostics import AnnotuneError
+from annotune.annotate.frontend import ParsedSource
+from annotune.core.diagnostics import AnnotuneError, Location
 
 # Spaces up to this many Cartesian configurations are counted exactly (a few seconds).
 EXACT_COUNT_LIMIT = 20_000_000
@@ -48,3 +50,29 @@ def summarize_space(problem: Problem, *, seed: int = 0) -> SpaceSummary:
     rows = np.column_stack([rng.integers(0, len(p.values), ESTIMATE_SAMPLES) for p in space.params])
     fraction = float(np.mean(space.is_legal(rows)))
     return SpaceSummary(space.cartesian_size, None, round(fraction * space.cartesian_size))
+
+
+def scan_warnings(problem: Problem, parsed: ParsedSource) -> list[tuple[Location, str]]:
+    """Local headers that were not found (their tunables are not seen), and tunables that no
+    active code uses: every use is in an `#if` branch the compiler skips under the flags in
+    use, or there is none, so every value measures the same program."""
+    warnings = [
+        (
+            location,
+            f"local header '{header}' not found; tunables in it are not seen "
+            "(add its directory to include = [...] in annotune.toml)",
+        )
+        for location, header in problem.missing_includes
+    ]
+    for param in problem.params:
+        if any(parsed.is_active(use.location) for use in param.uses):
+            continue
+        why = "every use is in an #if branch the preprocessor skips" if param.uses else "no use"
+        warnings.append(
+            (
+                param.location,
+                f"'{param.name}' is not used in active code ({why} under the flags in use): "
+                "its values would all measure the same program",
+            )
+        )
+    return warnings

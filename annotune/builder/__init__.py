@@ -1,9 +1,12 @@
 """Build stage: configurations in, executables (or the reason there is none) out.
 
-Compiles run in parallel (`jobs`), each with a timeout, behind a content-hash cache: the key is
-the compile command, the compiler's version and the exact bytes and flags of the variant, so a
-variant is never compiled twice, failures included, and a changed source or flag never reuses
-a stale binary.
+Compiles run in parallel (`jobs`), each with a timeout, behind a content-hash cache, so a
+variant is never compiled twice, failures included, and no input change reuses a stale
+binary. An entry's key covers the compile command, the compiler (its whole `--version`
+output, the program's resolved path), the environment that changes compiles
+(`dependencies.COMPILE_ENVIRONMENT`) and the exact bytes and flags of the variant; the entry
+itself records every other file the compile read with its digest, and is rebuilt when any of
+them changed (`dependencies`).
 """
 
 from __future__ import annotations
@@ -12,8 +15,8 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import tempfile
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -26,6 +29,16 @@ from annotune.builder.compiler import (
     cubin_compiler,
     default_compiler,
     run_compiler,
+)
+from annotune.builder.dependencies import (
+    Digests,
+    command_inputs,
+    compile_environment,
+    compiler_fingerprint,
+    dependency_flags,
+    read_dependency_file,
+    tracks_dependencies,
+    version_output,
 )
 from annotune.builder.variants import (
     VariantSource,
@@ -40,10 +53,18 @@ __all__ = ["Builder", "CompilerCommand", "cubin_compiler", "default_compiler"]
 
 _RESULT_FILE = "result.json"
 _PROGRAM = "program"
+_DEPENDENCY_FILE = "dependencies.d"
 
 
 class Builder:
-    """Compiles configurations of one problem into a cache directory."""
+    """Compiles configurations of one problem into a cache directory.
+
+    `dependency_tracking` says whether the compiler reports the files each compile read
+    (`-MD -MF`; gcc, clang, nvcc, nvc). When it is False (a compiler annotune does not know),
+    a cache entry is checked against the variant's files and the include directories on the
+    command line only: a header found some other way can be edited without a rebuild, which
+    the session should tell the user.
+    """
 
     def __init__(
         self,
@@ -55,44 +76,63 @@ class Builder:
         timeout: float = 300.0,
     ):
         self.problem = problem
-        self.compiler = compiler or default_compiler(problem.language)
+        self.compiler = (
+            compiler.for_pragmas(problem.pragmas)
+            if compiler is not None
+            else default_compiler(problem.language, problem.pragmas)
+        )
         self.cache_dir = cache_dir
         self.jobs = max(1, jobs or os.cpu_count() or 1)
         self.timeout = timeout
+        self.dependency_tracking = tracks_dependencies(self.compiler.argv[0])
         self._originals = read_files(problem)
-        self._compiler_identity = _compiler_identity(self.compiler)
+        version = version_output(self.compiler.argv[0])
+        self._version_line = _version_line(self.compiler, version)
+        self._fingerprint = compiler_fingerprint(self.compiler.argv[0], version)
+        self._command_inputs = command_inputs(self.compiler.argv)
 
     def identity(self) -> str:
-        """The compile command and compiler version: part of every result's key."""
-        return f"{self.compiler.describe()} | {self._compiler_identity}"
+        """The compile command and compiler version as a person reads them (studies are keyed
+        by it); the cache key holds more: the whole version output, paths, environment."""
+        return f"{self.compiler.describe()} | {self._version_line}"
 
     def build(self, configs: list[dict[str, Number]]) -> list[BuildResult]:
         """Build every configuration (in parallel); one result per config, in order."""
         variants = [variant_source(self.problem, c, self._originals) for c in configs]
-        with ThreadPoolExecutor(max_workers=self.jobs) as pool:
-            return list(pool.map(self._build_one, variants))
+        environment = compile_environment()
+        digests = Digests()  # each dependency is read once per batch
 
-    def _key(self, variant: VariantSource) -> str:
-        h = hashlib.sha256(self.identity().encode())
+        def build_one(variant: VariantSource) -> BuildResult:
+            return self._build_one(variant, environment, digests)
+
+        with ThreadPoolExecutor(max_workers=self.jobs) as pool:
+            return list(pool.map(build_one, variants))
+
+    def _key(self, variant: VariantSource, environment: str) -> str:
+        h = hashlib.sha256(self.compiler.describe().encode())
+        for part in (self._fingerprint, str(self.dependency_tracking), environment):
+            h.update(b"\0" + part.encode(errors="surrogateescape"))
         h.update(variant.digest().encode())
         return h.hexdigest()
 
-    def _build_one(self, variant: VariantSource) -> BuildResult:
-        key = self._key(variant)
+    def _build_one(self, variant: VariantSource, environment: str, digests: Digests) -> BuildResult:
+        key = self._key(variant, environment)
         final = self.cache_dir / key[:2] / key
-        cached = _load(final, variant.params)
+        cached = _load(final, variant.params, digests)
         if cached is not None:
             return cached
         final.parent.mkdir(parents=True, exist_ok=True)
         scratch = Path(tempfile.mkdtemp(prefix=f"{key[:12]}.", dir=final.parent))
         try:
             source = materialize(variant, scratch)
-            argv = self.compiler.render(
-                source,
-                scratch / _PROGRAM,
-                list(variant.defines),
-                [str(ANNOTUNE_INCLUDE_DIR), original_include_dir(variant)],
-            )
+            includes = [
+                str(ANNOTUNE_INCLUDE_DIR),
+                original_include_dir(variant),
+                *self.problem.include_dirs,  # the config's `include`: what libclang read too
+            ]
+            argv = self.compiler.render(source, scratch / _PROGRAM, list(variant.defines), includes)
+            if self.dependency_tracking:
+                argv += dependency_flags(scratch / _DEPENDENCY_FILE)
             result = run_compiler(argv, self.timeout)
             if variant.rewritten:  # point the messages at the user's files, not the copies
                 copies = str(scratch / "src")
@@ -102,8 +142,11 @@ class Builder:
                 return BuildResult(
                     variant.params, None, result.error, result.seconds, transient=True
                 )
-            _save(scratch, result)
+            dependencies = self._dependencies(variant, includes, scratch, result.ok)
+            _save(scratch, result, digests.of(dependencies))
+            (scratch / _DEPENDENCY_FILE).unlink(missing_ok=True)
             shutil.rmtree(scratch / "src", ignore_errors=True)
+            _discard(final)  # an entry whose dependencies changed
             try:
                 os.replace(scratch, final)
             except OSError:  # another process finished the same variant first: use theirs
@@ -111,25 +154,50 @@ class Builder:
         except BaseException:
             shutil.rmtree(scratch, ignore_errors=True)
             raise
-        loaded = _load(final, variant.params)
+        loaded = _load(final, variant.params, None)
         assert loaded is not None
         return BuildResult(**{**loaded.__dict__, "cached": False})
 
+    def _dependencies(
+        self, variant: VariantSource, includes: list[str], scratch: Path, ok: bool
+    ) -> list[str]:
+        """The files a compile depended on: the compiler's list, less the variant's rewritten
+        copies (its key holds their bytes); what annotune knows where there is no list, and
+        added to it for a failed compile, which a new header in an include directory may mend.
+        """
+        listed = read_dependency_file(scratch / _DEPENDENCY_FILE)
+        copies = os.path.abspath(scratch) + os.sep
+        paths = [p for p in listed or [] if not os.path.abspath(p).startswith(copies)]
+        if listed is None or not ok:
+            paths += [str(variant.root / name) for name in variant.files]
+            paths += includes + self._command_inputs
+        return paths
 
-def _save(directory: Path, result: CompileResult) -> None:
+
+def _save(directory: Path, result: CompileResult, dependencies: dict[str, str]) -> None:
     data = {
         "ok": result.ok,
         "error": result.error,
         "seconds": result.seconds,
         "resources": {k: asdict(v) for k, v in result.resources.items()},
+        "dependencies": dependencies,
     }
     (directory / _RESULT_FILE).write_text(json.dumps(data, indent=1))
 
 
-def _load(directory: Path, params: dict[str, Number]) -> BuildResult | None:
+def _load(
+    directory: Path, params: dict[str, Number], digests: Digests | None
+) -> BuildResult | None:
+    """The entry's result; None when there is none, or (given `digests`) when a file it
+    depended on changed since it was built."""
     try:
         data = json.loads((directory / _RESULT_FILE).read_text())
     except (OSError, ValueError):
+        return None
+    dependencies = data.get("dependencies")
+    if digests is not None and not (
+        isinstance(dependencies, dict) and digests.unchanged(dependencies)
+    ):
         return None
     program = directory / _PROGRAM
     ok = data.get("ok") and program.exists()
@@ -143,13 +211,19 @@ def _load(directory: Path, params: dict[str, Number]) -> BuildResult | None:
     )
 
 
-def _compiler_identity(compiler: CompilerCommand) -> str:
-    """The first line of `<compiler> --version` (empty if it cannot be run)."""
+def _discard(entry: Path) -> None:
+    """Remove a cache entry, first renaming it so that no reader sees it half deleted."""
+    aside = entry.with_name(f"{entry.name}.stale.{os.getpid()}.{threading.get_ident()}")
     try:
-        done = subprocess.run(
-            [compiler.argv[0], "--version"], capture_output=True, text=True, timeout=30, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired):
+        os.replace(entry, aside)
+    except OSError:  # none there, or another process moved it first
+        return
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def _version_line(compiler: CompilerCommand, output: str) -> str:
+    """The line of `--version` that names the version: nvcc's last, other compilers' first."""
+    lines = [line for line in output.splitlines() if line.strip()]
+    if not lines:
         return ""
-    lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
-    return lines[-1] if compiler.argv[0].endswith("nvcc") and lines else (lines[0] if lines else "")
+    return lines[-1] if compiler.argv[0].endswith("nvcc") else lines[0]

@@ -13,6 +13,7 @@ import shlex
 import shutil
 import subprocess
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,23 +32,35 @@ PRESETS: dict[str, tuple[str, ...]] = {
         "-o",
         "{output}",
     ),
-    "gcc": (
-        "gcc",
-        "-O2",
-        "-fopenacc",
-        "{includes}",
-        "{defines}",
-        "{source}",
-        "-o",
-        "{output}",
-        "-lm",
-    ),
-    "g++": ("g++", "-O2", "-fopenacc", "{includes}", "{defines}", "{source}", "-o", "{output}"),
-    "nvc": ("nvc", "-O2", "-acc", "{includes}", "{defines}", "{source}", "-o", "{output}"),
-    "nvc++": ("nvc++", "-O2", "-acc", "{includes}", "{defines}", "{source}", "-o", "{output}"),
+    "gcc": ("gcc", "-O2", "{includes}", "{defines}", "{source}", "-o", "{output}", "-lm"),
+    "g++": ("g++", "-O2", "{includes}", "{defines}", "{source}", "-o", "{output}"),
+    "nvc": ("nvc", "-O2", "{includes}", "{defines}", "{source}", "-o", "{output}"),
+    "nvc++": ("nvc++", "-O2", "{includes}", "{defines}", "{source}", "-o", "{output}"),
     "cc": ("cc", "-O2", "{includes}", "{defines}", "{source}", "-o", "{output}", "-lm"),
     "c++": ("c++", "-O2", "{includes}", "{defines}", "{source}", "-o", "{output}"),
 }
+
+_GNU_MODELS = {"omp": ("-fopenmp",), "acc": ("-fopenacc",)}
+_NVHPC_MODELS = {"omp": ("-mp",), "acc": ("-acc",)}
+MODEL_FLAGS: dict[str, dict[str, tuple[str, ...]]] = {
+    "nvcc": {"omp": ("-Xcompiler", "-fopenmp")},  # host code only; nvcc has no OpenACC
+    "gcc": _GNU_MODELS,
+    "g++": _GNU_MODELS,
+    "nvc": _NVHPC_MODELS,
+    "nvc++": _NVHPC_MODELS,
+    "cc": {"omp": ("-fopenmp",)},  # gcc or clang: both know -fopenmp, not both -fopenacc
+    "c++": {"omp": ("-fopenmp",)},
+}
+"""Per preset, the flags that switch on each directive family ("omp", "acc") a source uses:
+without them the compiler ignores the pragmas (an OpenMP program runs on one thread)."""
+
+
+def preset_argv(name: str, pragmas: Iterable[str] = ()) -> tuple[str, ...]:
+    """The preset's template with the flags of `pragmas`, after the optimisation level."""
+    template = PRESETS[name]
+    flags = [flag for family in sorted(set(pragmas)) for flag in MODEL_FLAGS[name].get(family, ())]
+    return template[:2] + tuple(flags) + template[2:]
+
 
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
 _KNOWN = {"source", "output", "defines", "includes"}
@@ -55,9 +68,14 @@ _KNOWN = {"source", "output", "defines", "includes"}
 
 @dataclass(frozen=True)
 class CompilerCommand:
-    """A compile command template; `argv` is what `describe()` shows and what keys the cache."""
+    """A compile command template; `argv` is what `describe()` shows and what keys the cache.
+
+    `preset` names the preset it came from: a preset's flags for OpenMP and OpenACC follow the
+    source (`for_pragmas`), a command the user wrote out is run as written.
+    """
 
     argv: tuple[str, ...]
+    preset: str | None = None
 
     def __post_init__(self) -> None:
         if not self.argv:
@@ -77,7 +95,7 @@ class CompilerCommand:
     def parse(cls, text: str) -> CompilerCommand:
         """A preset name (`nvcc`, `gcc`, ...) or a command line split like a shell would."""
         if text in PRESETS:
-            return cls(PRESETS[text])
+            return cls(PRESETS[text], preset=text)
         try:
             argv = tuple(shlex.split(text))
         except ValueError as error:
@@ -102,6 +120,12 @@ class CompilerCommand:
     def describe(self) -> str:
         return shlex.join(self.argv)
 
+    def for_pragmas(self, pragmas: Iterable[str]) -> CompilerCommand:
+        """This command for a source using these directive families (`Problem.pragmas`)."""
+        if self.preset is None:
+            return self
+        return CompilerCommand(preset_argv(self.preset, pragmas), preset=self.preset)
+
 
 def _with_defaults(argv: tuple[str, ...]) -> tuple[str, ...]:
     if "{source}" not in argv:
@@ -111,15 +135,17 @@ def _with_defaults(argv: tuple[str, ...]) -> tuple[str, ...]:
     return argv[:at] + extra + argv[at:]
 
 
-def default_compiler(language: str) -> CompilerCommand:
-    """nvcc for CUDA; nvc/nvc++ -acc where installed, else gcc/g++ -fopenacc (host fallback)."""
+def default_compiler(language: str, pragmas: Iterable[str] = ()) -> CompilerCommand:
+    """nvcc for CUDA; for C and C++ nvc/nvc++ where installed, else gcc/g++ (on the host).
+
+    `pragmas` are the directive families the source uses ("omp", "acc"): each gets its flag
+    (`MODEL_FLAGS`), so that an OpenMP program runs on its threads, not on one.
+    """
     if language == "cuda":
-        return CompilerCommand(PRESETS["nvcc"])
+        return CompilerCommand.parse("nvcc").for_pragmas(pragmas)
     preferred = ("nvc", "gcc", "cc") if language == "c" else ("nvc++", "g++", "c++")
-    for name in preferred:
-        if shutil.which(PRESETS[name][0]):
-            return CompilerCommand(PRESETS[name])
-    return CompilerCommand(PRESETS[preferred[1]])
+    chosen = next((name for name in preferred if shutil.which(name)), preferred[1])
+    return CompilerCommand.parse(chosen).for_pragmas(pragmas)
 
 
 _MACHINE_FAILURES = ("No space left on device", "Cannot allocate memory", "out of memory")
@@ -161,7 +187,6 @@ def run_compiler(argv: list[str], timeout: float) -> CompileResult:
         transient = any(sign in log for sign in _MACHINE_FAILURES)
         return CompileResult(False, seconds, "compile failed: " + _first_error(log), {}, transient)
     return CompileResult(True, seconds, resources=parse_ptxas(log))
-
 
 
 def _first_error(log: str) -> str:

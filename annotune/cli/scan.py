@@ -1,4 +1,5 @@
-"""`annotune scan FILE`: what was found, the space size, and any mistake with FILE:LINE:COL."""
+"""`annotune scan FILE`: what was found, the space size, warnings, and any mistake with
+FILE:LINE:COL."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from annotune.annotate import Problem, read_problem
-from annotune.annotate.summary import SpaceSummary, summarize_space
+from annotune.annotate import Problem, read_problem_and_source
+from annotune.annotate.summary import SpaceSummary, scan_warnings, summarize_space
 from annotune.cli.app import ConfigPath, JsonFlag, app, print_json, stderr, stdout, user_errors
+from annotune.core.diagnostics import Location
 
 
 @app.command()
@@ -21,26 +23,28 @@ def scan(
 ) -> None:
     """List the tunable parameters and constraints of FILE and the size of its search space."""
     with user_errors():
-        problem = read_problem(file, config_path=config)
+        problem, parsed = read_problem_and_source(file, config_path=config)
         summary = summarize_space(problem)
-    for location, header in problem.missing_includes:
-        stderr.print(
-            f"{_where(location)}: warning: local header '{header}' not found; tunables in it "
-            "are not seen (add its directory to include = [...] in annotune.toml)",
-            highlight=False,
-        )
+    warnings = scan_warnings(problem, parsed)
+    for location, message in warnings:
+        stderr.print(f"{_where(location)}: warning: {message}", highlight=False)
     if json:
-        print_json(scan_json(problem, summary))
+        print_json(scan_json(problem, summary, warnings))
         return
     _print_table(problem, summary)
 
 
-def scan_json(problem: Problem, summary: SpaceSummary) -> dict:
+def scan_json(
+    problem: Problem, summary: SpaceSummary, warnings: list[tuple[Location, str]]
+) -> dict:
     return {
         "file": str(problem.source),
         "params": [param.to_json() for param in problem.params],
         "constraints": [c.to_json() for c in problem.constraints],
         "space": summary.to_json(),
+        "warnings": [
+            {"location": location.to_json(), "message": message} for location, message in warnings
+        ],
     }
 
 

@@ -37,6 +37,7 @@ from annotune.annotate.kernel import KernelSpec, Launch, LaunchArg, LaunchError
 from annotune.core.diagnostics import AnnotuneError
 from annotune.core.records import BuildResult, Measurement, Number
 from annotune.run.backends import BackendError, KernelBackend, KernelTimeout
+from annotune.run.conditions import GpuMonitor, summarize
 from annotune.run.program import compile_info as build_info
 from annotune.run.sampling import Sampling
 
@@ -105,6 +106,7 @@ class KernelRunner:
         atol: float = 1e-8,
         timeout: float = 10.0,
         flush_l2: bool | None = None,
+        monitor: GpuMonitor | None = None,
     ):
         if warmup < 0:
             raise ValueError("warmup must be non-negative")
@@ -117,6 +119,7 @@ class KernelRunner:
         self.atol = atol
         self.timeout = timeout
         self.flush_l2 = flush_l2
+        self.monitor = monitor  # NVML: the GPU's conditions right after the timed launches
         self._inputs: dict[tuple[int, str, int], np.ndarray] = {}
 
     def to_json(self) -> dict:
@@ -173,6 +176,8 @@ class KernelRunner:
             mismatch = compare_outputs(outputs, reference, rtol=self.rtol, atol=self.atol)
             if mismatch:
                 return Measurement(params, "wrong_output", error=mismatch, compile_info=info), None
+        if self.monitor is not None:
+            info["gpu"] = summarize([self.monitor.sample()])
         measurement = Measurement(
             params, "ok", time=statistics.median(times), times=tuple(times), compile_info=info
         )

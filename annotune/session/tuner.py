@@ -383,6 +383,7 @@ def _measurer(problem: Problem, options: TuneOptions, resources: ExitStack):
             rtol=options.run.check_tolerance,
             timeout=options.run.timeout,
             flush_l2=options.flush_l2,
+            monitor=monitor,
         )
 
     fixed = Sampling(min_runs=RECHECK_SAMPLES, max_runs=RECHECK_SAMPLES)

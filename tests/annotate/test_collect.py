@@ -196,3 +196,63 @@ def test_program_arguments_from_a_pragma(tmp_path):
         """,
     )
     assert read_problem(source).settings.args == ("1024", "input data.txt", "--verbose")
+
+
+def test_the_directive_families_a_source_uses(tmp_path):
+    write(tmp_path, "inner.h", "#pragma omp declare simd\nint f(int);\n")
+    found = {
+        name: read_problem(write(tmp_path, name, text + "#define A 1 // @tune bool\n")).pragmas
+        for name, text in {
+            "none.c": "#pragma once\n#pragma GCC unroll 2\n",
+            "header.c": '#include "inner.h"\n',
+            "acc.c": "#pragma acc routine seq\n",
+            "both.cpp": "#include <openacc.h>\n#pragma omp parallel\n",
+            "runtime.c": "#include <omp.h>\n",
+            "skipped.c": "#ifdef USE_OPENMP\n#pragma omp parallel for\n#endif\n",
+        }.items()
+    }
+    assert found == {
+        "none.c": frozenset(),
+        "skipped.c": frozenset(),  # the compiler never sees that pragma
+        "header.c": {"omp"},
+        "acc.c": {"acc"},
+        "both.cpp": {"omp", "acc"},
+        "runtime.c": {"omp"},
+    }
+
+
+def test_openmp_clauses_pick_the_literal(tmp_path):
+    source = write(
+        tmp_path,
+        "omp.c",
+        """
+        void f(int n, float *x) {
+        #pragma omp parallel for num_threads(4) schedule(dynamic, 16) collapse(1) \\
+            /* @tune(T: num_threads) values(2, 4) */ /* @tune(CHUNK: schedule) pow2(1, 64) */ \\
+            /* @tune(C: collapse) values(1) */
+          for (int i = 0; i < n; ++i) x[i] *= 2.0f;
+        #pragma omp simd simdlen(8) // @tune(SL: simdlen) values(4, 8)
+          for (int i = 0; i < n; ++i) x[i] += 1.0f;
+        }
+        """,
+    )
+    found = params(read_problem(source))
+    assert {name: p.default for name, p in found.items()} == {"T": 4, "CHUNK": 16, "C": 1, "SL": 8}
+    data = source.read_bytes()
+    chunk = found["CHUNK"]
+    assert data[chunk.value_span.start : chunk.value_span.end] == b"16"
+    assert (chunk.location.line, chunk.location.column) == (2, 59)
+    assert chunk.origin == "literal" and chunk.uses[0].kind == "pragma"
+
+
+def test_a_clause_with_several_literals_is_named_as_written(tmp_path):
+    source = write(
+        tmp_path,
+        "omp.c",
+        "#pragma omp parallel for schedule(dynamic, 16) num_threads(2) // @tune(X) values(1)\n",
+    )
+    with pytest.raises(AnnotuneError, match=r"\(schedule\(dynamic, 16\), num_threads\(2\)\)"):
+        read_problem(source)
+    source.write_text("#pragma omp parallel for schedule(static) // @tune(X: schedule) values(1)\n")
+    with pytest.raises(AnnotuneError, match="no number literal after 'schedule'"):
+        read_problem(source)

@@ -94,3 +94,151 @@ def test_invalid_toml_is_located(tmp_path):
     with pytest.raises(AnnotuneError, match="invalid TOML") as caught:
         read_problem(source)
     assert caught.value.location.line == 2
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "where", "message"),
+    [
+        ("annotune.toml", '[fille]\npath = "k.cu"\n', (1, 2), "'fille' in annotune.toml"),
+        # A text search would stop at the "pth" inside the strings above the key.
+        (
+            "annotune.toml",
+            '[[file]]\npath = "k.cu"\nargs = ["pth", "pth = 1"]\n[[file]]\npth = "k.cu"\n',
+            (5, 1),
+            "'pth' in [[file]] (did you mean 'path'?)",
+        ),
+        ("pyproject.toml", "[tool.annotune]\nfiles = 3\n", (2, 1), "did you mean 'file'?"),
+        (
+            "annotune.toml",
+            '[[file]]\npath = "k.cu"\n[file.params]\n'
+            'DIM_THREAD_BLOCK_Y = "bool"\nDIM_THREAD_BLOCK_X = { domain = "bool", deflt = 1 }\n',
+            (5, 41),
+            "'deflt' in parameter DIM_THREAD_BLOCK_X (did you mean 'default'?)",
+        ),
+        (
+            "annotune.toml",
+            'file = [\n  { path = "other.cu" },\n  { path = "k.cu", incude = ["inc"] },\n]\n',
+            (3, 20),
+            "did you mean 'include'?",
+        ),
+        (
+            "annotune.toml",
+            '[[file]]\npath = "k.cu"\n[file.params.X]\ndomain = "bool"\nfrobnicate = 1\n',
+            (5, 1),
+            "unknown key 'frobnicate' in parameter X (expected: default, domain)",
+        ),
+    ],
+)
+def test_unknown_keys_are_errors_at_their_line_with_the_nearest_known_key(
+    tmp_path, name, text, where, message
+):
+    source = write(tmp_path / "k.cu", THIRD_PARTY)
+    config = tmp_path / name
+    config.write_text(text)
+    with pytest.raises(AnnotuneError, match="unknown key") as caught:
+        read_problem(source)
+    assert message in caught.value.message
+    location = caught.value.location
+    assert (location.file, location.line, location.column) == (str(config), *where)
+
+
+def test_relative_paths_are_read_from_the_config_files_directory(tmp_path, monkeypatch):
+    project = tmp_path / "project"
+    write(project / "src" / "k.cu", '#include "params.h"\n' + THIRD_PARTY)
+    write(project / "inc" / "params.h", "#define TILE 4\n")
+    write(project / "common" / "force.h", "")
+    write(project / "common" / "util.cu", "")
+    (project / "data").mkdir()
+    write(
+        project / "annotune.toml",
+        """
+        [[file]]
+        path = "src/k.cu"
+        include = ["inc"]
+        compile = "nvcc -O3 -Icommon -include common/force.h {source} common/util.cu -o {output}"
+        run_dir = "data"
+        [file.params]
+        TILE = "values(2, 4)"
+        """,
+    )
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+
+    problem = read_problem(
+        Path("../project/src/k.cu"), config_path=Path("../project/annotune.toml")
+    )
+
+    assert problem.param("TILE").default == 4  # params.h was found through include
+    assert problem.include_dirs == (str(project / "inc"),)
+    assert problem.settings.compile == (
+        "nvcc",
+        "-O3",
+        f"-I{project / 'common'}",
+        "-include",
+        str(project / "common" / "force.h"),
+        "{source}",
+        str(project / "common" / "util.cu"),
+        "-o",
+        "{output}",
+    )
+    assert problem.settings.run_dir == str(project / "data")
+
+
+def test_include_directories_reach_libclang_for_angle_bracket_headers(tmp_path):
+    source = write(tmp_path / "src" / "k.cu", "#include <tuning.h>\n" + THIRD_PARTY)
+    write(tmp_path / "utilities" / "tuning.h", "#define TILE 8\n")
+    write(
+        tmp_path / "annotune.toml",
+        """
+        [[file]]
+        path = "src/k.cu"
+        include = ["utilities"]
+        [file.params]
+        TILE = "pow2(1, 64)"
+        """,
+    )
+    (tile,) = read_problem(source).params
+    assert (tile.default, tile.location.file) == (8, str(tmp_path / "utilities" / "tuning.h"))
+
+
+@pytest.mark.parametrize(
+    ("entry", "line", "message"),
+    [
+        ('run_dir = "nowhere"', 3, "run_dir: no such directory"),
+        ('compile = "nvcc \'{source} -o {output}"', 3, "cannot split the compile command"),
+    ],
+)
+def test_run_dir_and_compile_mistakes_are_located(tmp_path, entry, line, message):
+    source = write(tmp_path / "k.cu", THIRD_PARTY)
+    write(tmp_path / "annotune.toml", f'[[file]]\npath = "k.cu"\n{entry}\n')
+    with pytest.raises(AnnotuneError, match=message) as caught:
+        read_problem(source)
+    assert caught.value.location.line == line
+
+
+SIZES = """
+# ifdef MINI_DATASET
+#  define N 32
+# else
+#  define N 64
+# endif
+"""
+
+
+@pytest.mark.parametrize(
+    ("compile_line", "default", "line"),
+    [("", 64, 4), ('compile = "nvcc -DMINI_DATASET {source} -o {output}"', 32, 2)],
+)
+def test_the_default_is_the_definition_the_compiler_sees(tmp_path, compile_line, default, line):
+    source = write(tmp_path / "k.cu", '#include "sizes.h"\nint a[N];\n')
+    header = write(tmp_path / "sizes.h", SIZES)
+    write(
+        tmp_path / "annotune.toml",
+        f'[[file]]\npath = "k.cu"\n{compile_line}\n[file.params]\nN = "values(32, 64, 128)"\n',
+    )
+    (n,) = read_problem(source).params
+    assert n.default == default
+    assert (n.location.file, n.location.line) == (str(header), line)
+    span = n.value_span  # what a rewritten copy edits
+    assert header.read_bytes()[span.start : span.end] == str(default).encode()

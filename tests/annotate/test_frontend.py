@@ -93,3 +93,39 @@ def test_knows_whether_the_timing_header_is_included(tmp_path):
     without = write(tmp_path, "b.c", "#include <stdio.h>\nint main(void) { return 0; }\n")
     assert parse_source(through_header).timing_header
     assert not parse_source(without).timing_header
+
+
+POLYBENCH_STYLE = """
+#ifdef MINI_DATASET
+#define N 32
+#else
+#define N 64
+#endif
+#if N > 40
+int big[N];
+#endif
+"""
+
+
+@pytest.mark.parametrize(("defines", "mini"), [([], False), (["MINI_DATASET"], True)])
+def test_what_the_preprocessor_skips_is_inactive(tmp_path, defines, mini):
+    parsed = parse_source(write(tmp_path, "p.c", POLYBENCH_STYLE), defines=defines)
+    main = parsed.main
+    defines_n = {d.words[1].text: d.words[0] for d in main.directives if d.name == "define"}
+    assert main.is_active(defines_n["32"].start) is mini
+    assert main.is_active(defines_n["64"].start) is not mini
+    # The #if's condition was evaluated even where its branch is skipped.
+    condition = next(d for d in main.directives if d.name == "if").words[0]
+    assert main.is_active(condition.start)
+    big = next(t for t in main.tokens if t.text == "big")
+    assert parsed.is_active(main.location(big.start)) is not mini
+
+
+def test_angle_bracket_headers_of_the_configured_include_directories_are_read(tmp_path):
+    (tmp_path / "utilities").mkdir()
+    (tmp_path / "utilities" / "polybench.h").write_text("#define P 1\n")
+    source = write(tmp_path, "m.c", "#include <polybench.h>\n#include <stdio.h>\n")
+    without = parse_source(source, include_dirs=[])
+    with_dir = parse_source(source, include_dirs=[str(tmp_path / "utilities")])
+    assert [Path(f.path).name for f in without.files] == ["m.c"]
+    assert [Path(f.path).name for f in with_dir.files] == ["m.c", "polybench.h"]

@@ -318,3 +318,40 @@ def test_writing_through_a_symbolic_link_keeps_the_link(tmp_path):
     write_lift(plan_lift(link))
     assert link.is_symlink()
     assert "vector_length(VL)" in real.read_text()
+
+
+OMP_SOURCE = """\
+#include <omp.h>
+#include <stdio.h>
+int main(void) {
+  int used = 0;
+  long sum = 0;
+#pragma omp parallel num_threads(3) // @tune(NT: num_threads) values(1, 2, 3)
+  {
+#pragma omp single
+    used = omp_get_num_threads();
+  }
+// @tune(CHUNK: schedule) values(4, 16)
+#pragma omp parallel for schedule(dynamic, 16) reduction(+ : sum)
+  for (int i = 0; i < 100; ++i) sum += i;
+  printf("used=%d sum=%ld\\n", used, sum);
+  return 0;
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
+def test_openmp_clause_literals_lift_and_gcc_obeys_d(tmp_path):
+    source = write(tmp_path / "omp.c", OMP_SOURCE)
+    text = lifted(source)
+    assert "#pragma omp parallel num_threads(NT)\n" in text
+    assert "#pragma omp parallel for schedule(dynamic, CHUNK) reduction(+ : sum)\n" in text
+    assert "#define CHUNK 16 // @tune values(4, 16)" in text
+    expanded = _preprocess(["gcc", "-fopenmp", "-E", "-DNT=2", "-DCHUNK=4", str(source)])
+    assert "#pragma omp parallel num_threads(2)" in expanded
+    assert "#pragma omp parallel for schedule(dynamic, 4)" in expanded
+    binary = tmp_path / "omp"
+    _preprocess(["gcc", "-fopenmp", "-DNT=2", str(source), "-o", str(binary)])
+    assert _preprocess([str(binary)]) == "used=2 sum=4950\n"
+    _preprocess(["gcc", "-fopenmp", str(source), "-o", str(binary)])
+    assert _preprocess([str(binary)]) == "used=3 sum=4950\n"  # the default, unchanged

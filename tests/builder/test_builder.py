@@ -131,3 +131,23 @@ def test_a_compiler_killed_from_outside_is_transient_and_not_cached(synthetic, t
     assert not first.ok and first.transient and "signal 9" in first.error
     (again,) = builder.build([{"X": 4, "Y": 3}])
     assert not again.cached and again.transient
+
+
+def test_the_configs_include_directories_reach_the_compiler(tmp_path):
+    """A header found only through `include` in annotune.toml: libclang read it, so must gcc."""
+    (tmp_path / "third_party" / "inc").mkdir(parents=True)
+    (tmp_path / "third_party" / "inc" / "common.h").write_text("#define SCALE 3\n")
+    source = tmp_path / "third_party" / "k.c"
+    source.write_text(
+        '#include <stdio.h>\n#include "common.h"\n#define B 2\n'
+        'int main(void) { printf("%d\\n", B * SCALE); return 0; }\n'
+    )
+    (tmp_path / "annotune.toml").write_text(
+        '[[file]]\npath = "third_party/k.c"\ninclude = ["third_party/inc"]\n'
+        '[file.params]\nB = "values(2, 4)"\n'
+    )
+    problem = read_problem(source)
+    builder = Builder(problem, compiler=CompilerCommand.parse("gcc"), cache_dir=tmp_path / "c")
+    (built,) = builder.build([{"B": 4}])
+    assert built.ok, built.error
+    assert run(built.executable).strip() == "12"

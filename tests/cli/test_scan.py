@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -43,6 +44,7 @@ def test_scan_json_of_cu_with_tunables_in_a_header(cli, data_dir):
     (constraint,) = report["constraints"]
     assert constraint["expr"] == "BLOCK_X * BLOCK_Y <= 1024 && BLOCK_X * BLOCK_Y >= 64"
     assert constraint["location"] == {"file": str(source), "line": 5, "column": 29}
+    assert report["warnings"] == []
 
 
 def test_scan_reports_where_parameters_are_used(cli, data_dir):
@@ -68,6 +70,46 @@ def write(tmp_path: Path, name: str, text: str) -> Path:
     path = tmp_path / name
     path.write_text(textwrap.dedent(text).lstrip("\n"))
     return path
+
+
+SKIPPED_USE = """
+#define TILE 16 // @tune pow2(4, 64)
+#define WIDTH 8 // @tune values(4, 8)
+#define SPARE 1 // @tune values(1, 2)
+#ifdef USE_TILING
+int tiles[TILE];
+#endif
+int main(void) { return WIDTH; }
+"""
+
+
+def test_scan_warns_about_tunables_no_active_code_uses(cli, tmp_path):
+    source = write(tmp_path, "k.c", SKIPPED_USE)
+    result = cli("scan", source, "--json")
+    assert result.exit_code == 0, result.stderr
+    warnings = json.loads(result.stdout)["warnings"]
+    assert [(w["location"]["line"], w["location"]["column"]) for w in warnings] == [(1, 9), (3, 9)]
+    tile, spare = (w["message"] for w in warnings)
+    assert tile.startswith("'TILE' is not used in active code (every use is in an #if branch")
+    assert spare.startswith("'SPARE' is not used in active code (no use")
+    stderr = " ".join(result.stderr.split())
+    assert f"{source}:1:9: warning: 'TILE' is not used in active code" in stderr
+    assert "'WIDTH'" not in stderr
+
+
+def test_the_defines_of_the_configured_compile_decide_what_is_active(cli, tmp_path):
+    source = write(tmp_path, "k.c", SKIPPED_USE)
+    write(
+        tmp_path,
+        "annotune.toml",
+        """
+        [[file]]
+        path = "k.c"
+        compile = "gcc -O2 -DUSE_TILING {source} -o {output}"
+        """,
+    )
+    warnings = cli.json("scan", source, "--json")["warnings"]
+    assert [w["message"].split()[0] for w in warnings] == ["'SPARE'"]
 
 
 ERROR_CASES = {
@@ -162,3 +204,25 @@ def test_the_installed_command_never_prints_a_traceback(tmp_path):
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert f"{source}:1:" in result.stderr
+
+
+def test_scan_shows_the_definition_the_compiler_sees(cli, tmp_path):
+    source = write(
+        tmp_path,
+        "k.c",
+        """
+        #ifdef SMALL
+        #define TILE 8 // @tune pow2(4, 64)
+        #else
+        #define TILE 32
+        #endif
+        int tiles[TILE];
+        """,
+    )
+    report = cli.json("scan", source, "--json")
+    (tile,) = report["params"]
+    assert tile["default"] == 32
+    assert tile["location"] == {"file": str(source), "line": 4, "column": 9}
+    assert report["warnings"] == []
+    table = cli("scan", source).stdout
+    assert "k.c:4" in table

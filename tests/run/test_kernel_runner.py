@@ -249,6 +249,17 @@ def test_l2_is_flushed_before_each_timed_launch_when_the_data_fit(
     assert not backend.buffers  # the flush buffer is released too
 
 
+def test_gpu_conditions_are_recorded_when_a_monitor_is_given(specs, tmp_path):
+    class Monitor:
+        def sample(self):
+            return {"sm_clock_mhz": 1410, "temperature_c": 84, "power_w": 700.0,
+                    "throttled": ["thermal slowdown"]}  # fmt: skip
+
+    runner = KernelRunner(specs["jacobi_step"], FakeBackend(), monitor=Monitor())
+    measured, _ = runner.measure(build(tmp_path, DEFAULT))
+    assert measured.compile_info["gpu"]["throttled"] == ["thermal slowdown"]
+
+
 def test_a_different_answer_is_wrong_output_with_the_largest_error(specs, tmp_path):
     runner = KernelRunner(specs["jacobi_step"], FakeBackend())
     _, reference = runner.measure(build(tmp_path, DEFAULT))
