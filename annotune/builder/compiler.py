@@ -232,18 +232,5 @@ def cubin_compiler(compute_capability: tuple[int, int]) -> CompilerCommand:
     is made from the device the runner measures on: `backend.compute_capability()`.
     """
     major, minor = compute_capability
-    return CompilerCommand(
-        (
-            "nvcc",
-            "-cubin",
-            f"-arch=sm_{major}{minor}",
-            "-O3",
-            "-Xptxas",
-            "-v",
-            "{includes}",
-            "{defines}",
-            "{source}",
-            "-o",
-            "{output}",
-        )
-    )
+    nvcc, *rest = PRESETS["nvcc"]
+    return CompilerCommand((nvcc, "-cubin", f"-arch=sm_{major}{minor}", *rest))
