@@ -252,6 +252,7 @@ class _ProgressDisplay:
         self.best: float | None = None
         self.warned = 0
         self.failures_shown = 0
+        self.rechecking = False
 
     def __enter__(self) -> _ProgressDisplay:
         self.progress.__enter__()
@@ -273,6 +274,11 @@ class _ProgressDisplay:
             f"iter {p.iteration}  best {_ms(p.best_time)}  default {_ms(p.default_time)}  "
             f"reused {p.reused}  failed {p.compile_failures} compile / {p.run_failures} run"
         )
+        if p.phase == "recheck":
+            status = "final check: the best and the default re-measured, interleaved"
+            if not self.rechecking and not self.enabled:
+                stderr.print(f"annotune: {status}", highlight=False)
+            self.rechecking = True
         if self.task is None:
             learned = f", learning from {', '.join(p.transfer_from)}" if p.transfer_from else ""
             description = f"tuning on {p.device} ({p.strategy}{learned})"

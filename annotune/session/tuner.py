@@ -820,8 +820,3 @@ def _claim(verdict: Verdict | None) -> str:
         f"{verdict.speedup:.2f}x the baseline (95% interval {low:.2f}-{high:.2f}, "
         f"interleaved re-check, {verdict.rounds} rounds)"
     )
-
-
-def speedup(report: TuneReport) -> float | None:
-    """The re-checked speedup of the winner over the baseline, when the final check ran."""
-    return report.recheck.speedup if report.recheck is not None else None
