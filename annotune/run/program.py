@@ -7,7 +7,7 @@ configured, from the process's wall time (start-up included; the measurement say
 Each configuration is run `warmup` times untimed, then timed until its median is stable
 (`annotune.run.sampling`); its time is the median of the timed runs.
 A non-zero exit, a timeout, a missing time, or an `annotune-check:` value that is not a finite
-number or differs from the default configuration's makes the configuration invalid, with the
+number or differs from the baseline configuration's makes the configuration invalid, with the
 reason kept. Each run is its own process group, killed whole when the run ends: nothing it
 started outlives it.
 """
@@ -153,7 +153,7 @@ class ProgramRunner:
                     return Measurement(
                         build.params,
                         "wrong_output",
-                        error=f"check value {run.check!r} differs from the default's "
+                        error=f"check value {run.check!r} differs from the baseline's "
                         f"{reference_check!r}",
                         compile_info=info,
                     )
