@@ -63,6 +63,8 @@ class RunSpec:
     def __post_init__(self) -> None:
         if self.warmup < 0:
             raise ValueError("warmup must be non-negative")
+        if not (math.isfinite(self.check_tolerance) and self.check_tolerance >= 0):
+            raise ValueError("the check tolerance must be a finite number >= 0")
         self.sampling  # noqa: B018  (validates the repeats settings now, not at the first run)
         if self.time_regex is not None and re.compile(self.time_regex).groups < 1:
             raise ValueError("the time regex needs a group capturing the milliseconds")

@@ -200,6 +200,10 @@ def test_ctrl_c_exits_130_keeping_results_and_the_header(workdir):
         (["--budget", "0"], "--budget must be at least 1"),
         (["--compiler", "gcc {src} -o {output}"], "unknown placeholder {src}"),
         (["--time-regex", "no group"], "group"),
+        (["--check-rtol", "nan"], "check tolerance"),
+        (["--stable-within", "0"], "stability target"),
+        (["--recheck-rounds", "3"], "at least 6"),
+        (["--reference", "X=one"], "is not NAME=NUMBER"),
     ],
 )
 def test_bad_options_exit_2(cli, workdir, args, message):
