@@ -36,8 +36,15 @@ def test_pytest_collects_every_test_file():
     """pytest skips folders named like build outputs (`build/`, `dist/`); none may hide tests."""
     done = subprocess.run(
         [
-            sys.executable, "-m", "pytest", "--collect-only", "-p", "no:cacheprovider",
-            "-o", "addopts=--import-mode=importlib", "-q",
+            sys.executable,
+            "-m",
+            "pytest",
+            "--collect-only",
+            "-p",
+            "no:cacheprovider",
+            "-o",
+            "addopts=--import-mode=importlib",
+            "-q",
         ],
         cwd=ROOT,
         capture_output=True,

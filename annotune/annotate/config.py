@@ -6,10 +6,16 @@
     include = ["common"]               # extra include directories (libclang's and the compiler's)
     compile = "nvcc -O3 -Icommon {source} -o {output}"   # optional: a preset name or a template
     run_dir = "data"                   # optional: where the program runs
+    time_regex = 'took ([0-9.]+) s'    # optional: the time, read from the output
+    time_unit = "s"                    # of what time_regex captures (default "ms")
     constraints = ["DIM_THREAD_BLOCK_X * DIM_THREAD_BLOCK_Y <= 1024"]
     [file.params]
     DIM_THREAD_BLOCK_X = "pow2(1, 1024)"                       # default: the #define's value
     DIM_THREAD_BLOCK_Y = { domain = "range(1, 32)", default = 8 }
+    THREADS = { domain = "values(1, 2, 4)", default = 1 }     # no #define: used in env alone
+    [file.env]                         # optional: set for every run
+    OMP_PROC_BIND = "close"
+    OMP_NUM_THREADS = "{THREADS}"      # a parameter's value: the variable is tuned
 
 The same tables go under `[tool.annotune]` in a pyproject.toml. The nearest config file
 above the source that mentions it wins. Every key is checked, in every `[[file]]`: a misspelt
@@ -27,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from annotune.annotate.grammar import Domain, GrammarError, Number, parse_domain
-from annotune.annotate.problem import RunSettings
+from annotune.annotate.problem import EnvSetting, RunSettings
 from annotune.core.diagnostics import AnnotuneError, Location
 
 PRESETS = ("nvcc", "gcc", "g++", "nvc", "nvc++", "cc", "c++")  # names build.compiler knows
@@ -49,11 +55,16 @@ _FILE_KEYS = {
     "run_dir",
     "args",
     "time_regex",
+    "time_unit",
+    "env",
     "timeout",
     "repeats",
     "warmup",
 }
 _PARAM_KEYS = {"domain", "default"}
+_TIME_UNITS = ("s", "ms", "us", "ns")  # those run.program knows
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ENV_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 # Compiler flags whose next argument is a path (`-I dir`, `-include file.h`).
 _PATH_FLAGS = {"-I", "-L", "-isystem", "-iquote", "-idirafter", "-include", "-imacros"}
 
@@ -369,7 +380,8 @@ def _command_defines(argv: tuple[str, ...] | None) -> list[str]:
 def _settings(
     entry: dict, compile_argv: tuple[str, ...] | None, base: Path, where: _Positions, at: tuple
 ) -> RunSettings:
-    """The program's arguments, where it runs, `time_regex`, and run limits."""
+    """The program's arguments, where it runs and in what environment, how its time is read,
+    and run limits."""
     numbers = {}
     for key, kind in (("timeout", float), ("repeats", int), ("warmup", int)):
         value = entry.get(key)
@@ -392,16 +404,47 @@ def _settings(
             ) from None
         if groups < 1:
             raise AnnotuneError(
-                "time_regex needs a group capturing the milliseconds, e.g. 'took ([0-9.]+) ms'",
+                "time_regex needs a group capturing the time, e.g. 'took ([0-9.]+) ms'",
                 where.value((*at, "time_regex")),
             )
+    unit = entry.get("time_unit")
+    if unit is not None and unit not in _TIME_UNITS:
+        raise AnnotuneError(
+            f"time_unit must be one of {', '.join(_TIME_UNITS)}, not {unit!r}",
+            where.value((*at, "time_unit")),
+        )
     return RunSettings(
         compile=compile_argv,
         args=tuple(_string_list(entry, "args", where, at)),
         time_regex=regex,
+        time_unit=unit,
         run_dir=_run_dir(entry, base, where, at),
+        env=_env(entry, where, at),
         **numbers,
     )
+
+
+def _env(entry: dict, where: _Positions, at: tuple) -> tuple[EnvSetting, ...]:
+    """`[file.env]`: variable names as a shell takes them, string values (nothing is run
+    through a shell), each `{...}` in a value a parameter's name."""
+    settings = []
+    for name, value in _table(entry, "env", where, at).items():
+        if not _ENV_NAME.fullmatch(name):
+            raise AnnotuneError(
+                f"{name!r} is not an environment variable's name (letters, digits, '_')",
+                where.key((*at, "env", name)),
+            )
+        location = where.value((*at, "env", name))
+        if not isinstance(value, str):
+            raise AnnotuneError(f'env {name} must be a string, e.g. {name} = "{value}"', location)
+        for found in _ENV_PLACEHOLDER.finditer(value):
+            if not found.group(1).isidentifier():
+                raise AnnotuneError(
+                    f"{found.group()} in env {name} names no parameter (write {{NAME}})",
+                    location.shifted(found.start()),
+                )
+        settings.append(EnvSetting(name, value, location))
+    return tuple(settings)
 
 
 def _run_dir(entry: dict, base: Path, where: _Positions, at: tuple) -> str | None:

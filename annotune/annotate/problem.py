@@ -104,6 +104,17 @@ class ConstraintDecl:
 
 
 @dataclass(frozen=True)
+class EnvSetting:
+    """An environment variable set for every run (`[file.env]`); `{NAME}` in its value is the
+    configuration's value of the parameter NAME. `location`: where the value is written, for
+    the error when NAME is no parameter (known only once the whole problem is read)."""
+
+    name: str
+    value: str
+    location: Location
+
+
+@dataclass(frozen=True)
 class RunSettings:
     """How to build and run the program: from `[[file]]` in the config, or
     `#pragma annotune args ...` for the program's arguments. None means "the default"."""
@@ -111,10 +122,12 @@ class RunSettings:
     compile: tuple[str, ...] | None = None  # a compile command template (see build.compiler)
     args: tuple[str, ...] = ()
     time_regex: str | None = None
+    time_unit: str | None = None  # of what time_regex captures: s, ms, us or ns
     timeout: float | None = None
     repeats: int | None = None
     warmup: int | None = None
     run_dir: str | None = None  # absolute: the config's run_dir, where the program runs
+    env: tuple[EnvSetting, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,10 @@ binary. An entry's key covers the compile command, the compiler (its whole `--ve
 output, the program's resolved path), the environment that changes compiles
 (`dependencies.COMPILE_ENVIRONMENT`) and the exact bytes and flags of the variant; the entry
 itself records every other file the compile read with its digest, and is rebuilt when any of
-them changed (`dependencies`).
+them changed (`dependencies`). A compiled variant is then read back with the compiler's own
+preprocessor: a tuned macro without its value there (another definition won) makes it a
+failed build, so that no measurement is recorded for values the program did not have
+(`verify`).
 """
 
 from __future__ import annotations
@@ -42,11 +45,13 @@ from annotune.builder.dependencies import (
 )
 from annotune.builder.variants import (
     VariantSource,
+    copies_first,
     materialize,
     original_include_dir,
     read_files,
     variant_source,
 )
+from annotune.builder.verify import check_values, checks_values, tuned_macros
 from annotune.core.records import BuildResult, KernelResources, Number
 
 __all__ = ["Builder", "CompilerCommand", "cubin_compiler", "default_compiler"]
@@ -54,6 +59,7 @@ __all__ = ["Builder", "CompilerCommand", "cubin_compiler", "default_compiler"]
 _RESULT_FILE = "result.json"
 _PROGRAM = "program"
 _DEPENDENCY_FILE = "dependencies.d"
+_MACROS = "macros.txt"
 
 
 class Builder:
@@ -64,6 +70,11 @@ class Builder:
     a cache entry is checked against the variant's files and the include directories on the
     command line only: a header found some other way can be edited without a rebuild, which
     the session should tell the user.
+
+    `verifies_values` says whether each compiled variant's macros are read back with the
+    compiler's preprocessor (`-E -dM`; gcc, clang, nvcc, nvc). When it is False (a compiler
+    annotune cannot run preprocess-only), a definition annotune did not read can override a
+    tuned value unnoticed, which the session should tell the user too.
     """
 
     def __init__(
@@ -85,6 +96,7 @@ class Builder:
         self.jobs = max(1, jobs or os.cpu_count() or 1)
         self.timeout = timeout
         self.dependency_tracking = tracks_dependencies(self.compiler.argv[0])
+        self.verifies_values = checks_values(self.compiler.argv[0])
         self._originals = read_files(problem)
         version = version_output(self.compiler.argv[0])
         self._version_line = _version_line(self.compiler, version)
@@ -110,7 +122,8 @@ class Builder:
 
     def _key(self, variant: VariantSource, environment: str) -> str:
         h = hashlib.sha256(self.compiler.describe().encode())
-        for part in (self._fingerprint, str(self.dependency_tracking), environment):
+        checks = f"{self.dependency_tracking} {self.verifies_values}"
+        for part in (self._fingerprint, checks, environment):
             h.update(b"\0" + part.encode(errors="surrogateescape"))
         h.update(variant.digest().encode())
         return h.hexdigest()
@@ -130,10 +143,12 @@ class Builder:
                 original_include_dir(variant),
                 *self.problem.include_dirs,  # the config's `include`: what libclang read too
             ]
-            argv = self.compiler.render(source, scratch / _PROGRAM, list(variant.defines), includes)
+            argv = self._command(variant, source, scratch / _PROGRAM, includes, scratch)
             if self.dependency_tracking:
                 argv += dependency_flags(scratch / _DEPENDENCY_FILE)
             result = run_compiler(argv, self.timeout)
+            if result.ok and self.verifies_values:
+                result = self._checked(result, variant, source, includes, scratch)
             if variant.rewritten:  # point the messages at the user's files, not the copies
                 copies = str(scratch / "src")
                 result = replace(result, error=result.error.replace(copies, str(variant.root)))
@@ -157,6 +172,37 @@ class Builder:
         loaded = _load(final, variant.params, None)
         assert loaded is not None
         return BuildResult(**{**loaded.__dict__, "cached": False})
+
+    def _command(
+        self, variant: VariantSource, source: Path, output: Path, includes: list[str], scratch: Path
+    ) -> list[str]:
+        """The compile of `source` into `output`; rewritten copies come before their originals
+        on every include path."""
+        argv = self.compiler.render(source, output, list(variant.defines), includes)
+        return copies_first(argv, variant, scratch / "src") if variant.rewritten else argv
+
+    def _checked(
+        self,
+        compiled: CompileResult,
+        variant: VariantSource,
+        source: Path,
+        includes: list[str],
+        scratch: Path,
+    ) -> CompileResult:
+        """`compiled`, or why its program does not have the tuned values (`verify`); one
+        preprocessor run more, counted in its time."""
+        macros = tuned_macros(self.problem.params, variant.params)
+        if not macros:
+            return compiled
+        dump = scratch / _MACROS
+        argv = self._command(variant, source, dump, includes, scratch)
+        checked = check_values(argv, str(source), dump, macros, self.timeout)
+        dump.unlink(missing_ok=True)
+        seconds = compiled.seconds + checked.seconds
+        if checked.ok:
+            return replace(compiled, seconds=seconds)
+        (scratch / _PROGRAM).unlink(missing_ok=True)  # built from other values than the tuned
+        return replace(checked, seconds=seconds)
 
     def _dependencies(
         self, variant: VariantSource, includes: list[str], scratch: Path, ok: bool

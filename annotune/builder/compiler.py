@@ -225,12 +225,44 @@ def parse_ptxas(log: str) -> dict[str, KernelResources]:
     return {name: KernelResources(**values) for name, values in found.items()}
 
 
-def cubin_compiler(compute_capability: tuple[int, int]) -> CompilerCommand:
+def cubin_compiler(compute_capability: tuple[int, int] | None) -> CompilerCommand:
     """nvcc making a cubin for a GPU of this compute capability, with ptxas's resource report.
 
     A cubin runs only on its own architecture (and later minor versions of it), so the command
-    is made from the device the runner measures on: `backend.compute_capability()`.
+    is made from the device the runner measures on: `backend.compute_capability()`. None gives
+    nvcc's default architecture: `--compile-only` with none named, where nothing runs the cubin.
     """
-    major, minor = compute_capability
     nvcc, *rest = PRESETS["nvcc"]
-    return CompilerCommand((nvcc, "-cubin", f"-arch=sm_{major}{minor}", *rest))
+    arch = () if compute_capability is None else (f"-arch={sm(compute_capability)}",)
+    return CompilerCommand((nvcc, "-cubin", *arch, *rest))
+
+
+_ARCH_OPTIONS = ("-arch", "--gpu-architecture", "-gencode", "--generate-code")
+
+
+def with_arch(command: CompilerCommand, compute_capability: tuple[int, int]) -> CompilerCommand:
+    """`command` compiling for one GPU architecture (`-arch=sm_XY` after the compiler's name):
+    how `--compile-only` checks variants for a GPU this machine lacks. The result is run as
+    written (no preset), so give it a command that `for_pragmas` has already completed.
+
+    AnnotuneError when the command is not nvcc, or already names an architecture (nvcc would
+    refuse the second, or the user's would be silently overridden).
+    """
+    arch = sm(compute_capability)
+    compiler, *rest = command.argv
+    if Path(compiler).name != "nvcc":
+        raise AnnotuneError(f"cannot compile for {arch}: the compile command runs {compiler}")
+    named = [arg for arg in rest if arg.startswith(_ARCH_OPTIONS)]
+    if named:
+        raise AnnotuneError(
+            f"cannot compile for {arch}: the compile command already names an architecture "
+            f"({named[0]})",
+            hint="drop one of the two",
+        )
+    return CompilerCommand((compiler, f"-arch={arch}", *rest))
+
+
+def sm(compute_capability: tuple[int, int]) -> str:
+    """The architecture name nvcc knows a compute capability by: (9, 0) is "sm_90"."""
+    major, minor = compute_capability
+    return f"sm_{major}{minor}"

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from annotune.annotate import Problem
+from annotune.annotate import Problem, TunableParam
 from annotune.core.records import Number
 
 
@@ -65,7 +66,7 @@ def variant_source(
     edits: dict[str, list[tuple[int, int, bytes]]] = {}
     for param in problem.params:
         value = format_value(params[param.name])
-        if param.guarded or param.value_span is None:
+        if not needs_copy(param):
             defines.append(f"-D{param.name}={value}")
         else:
             span = param.value_span
@@ -77,6 +78,23 @@ def variant_source(
         files[os.path.relpath(os.path.abspath(file), root)] = data
     main = os.path.relpath(os.path.abspath(problem.source), root)
     return VariantSource(dict(params), tuple(defines), files, bool(edits), root, main)
+
+
+def needs_copy(param: TunableParam) -> bool:
+    """Whether only a rewritten copy sets this parameter: an unguarded `#define` or a pragma
+    literal, which neither `-D` nor a forced-include header (`-include`) overrides."""
+    return not param.guarded and param.value_span is not None
+
+
+def header_ignored(problem: Problem, values: Mapping[str, Number | None]) -> list[TunableParam]:
+    """The parameters whose value in a forced-include header (`values`, by name; None: not a
+    number) the compiler would not see: those only a copy sets, at another value than the
+    source's own."""
+    return [
+        p
+        for p in problem.params
+        if needs_copy(p) and p.name in values and values[p.name] != p.default
+    ]
 
 
 def read_files(problem: Problem) -> dict[str, bytes]:
@@ -97,3 +115,35 @@ def materialize(variant: VariantSource, directory: Path) -> Path:
 def original_include_dir(variant: VariantSource) -> str:
     """The source's own directory, so includes that are not local copies still resolve."""
     return str(variant.root / os.path.dirname(variant.main))
+
+
+_INCLUDE_FLAGS = ("-I", "-isystem", "-iquote", "-idirafter")
+
+
+def copy_dirs(variant: VariantSource) -> list[str]:
+    """The directories, relative to `root`, that hold the user's files, in the files' order."""
+    return list(dict.fromkeys(os.path.dirname(name) for name in variant.files))
+
+
+def copies_first(argv: list[str], variant: VariantSource, copies: Path) -> list[str]:
+    """`argv` with each include directory that holds some of the user's files preceded by the
+    directory of their copies under `copies`: a rewritten header is then found before its
+    original however it is included (from a file in another directory, with `<...>`, through
+    a `-I` of the user's command that comes before annotune's own)."""
+    mirrors = {os.path.normpath(variant.root / d): str(copies / d) for d in copy_dirs(variant)}
+    result: list[str] = []
+    for index, arg in enumerate(argv):
+        previous = argv[index - 1] if index else ""
+        flag = previous if previous in _INCLUDE_FLAGS else None
+        if flag is not None:
+            value = arg
+        else:
+            flag = next((f for f in _INCLUDE_FLAGS if arg.startswith(f) and arg != f), None)
+            value = arg[len(flag) :] if flag is not None else ""
+        mirror = mirrors.get(os.path.normpath(os.path.join(os.getcwd(), value))) if flag else None
+        if mirror is not None and previous == flag:  # `-I DIR`: the flag is already out
+            result[-1:] = [flag, mirror, flag]
+        elif mirror is not None:
+            result.append(flag + mirror)
+        result.append(arg)
+    return result

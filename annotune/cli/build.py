@@ -5,15 +5,23 @@ writes the defaults read from FILE's annotations with one warning on stderr. OUT
 only when its content changes (make then rebuilds only what really changed) and always
 atomically, so any number of `make -j` jobs may build the same OUT at once.
 
-The common path (a tuned header exists) only copies a file: the source is not parsed, and
-neither libclang, jinja2 nor rich is imported (a no-op `make` pays for Python, typer and this).
+A header included with `-include` cannot override an unguarded `#define` or a pragma literal.
+So before OUT takes a new tuned header, the source is read and every tuned value checked: one
+the compiler would not see is an error at the definition that wins, and OUT is left alone.
+`--shadow-dir DIR` is the way out for code the user must not edit: tuned copies of the source
+and its headers in DIR (`emit.shadow`), and the arguments that compile them printed.
+
+The common path (OUT already holds the tuned header) only compares a file: the source is not
+parsed, and neither libclang, jinja2 nor rich is imported (a no-op `make` pays for Python,
+typer and this); with `--shadow-dir`, DIR's manifest stands in for the parse.
 """
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -21,7 +29,11 @@ from annotune import __version__
 from annotune.cli.app import JsonFlag, app, print_json, user_errors
 from annotune.core.diagnostics import AnnotuneError, Location
 from annotune.emit import render_defaults_header, tuned_header_path, write_if_changed
+from annotune.emit.shadow import header_values, recorded_compile, write_copies
 from annotune.run.device import DEVICE_ENV, current_device_name
+
+if TYPE_CHECKING:
+    from annotune.annotate import Problem
 
 
 @app.command()
@@ -38,7 +50,14 @@ def build(
     ] = None,
     config: Annotated[
         Path | None,
-        typer.Option(help="Config file, read only when no tuned header exists."),
+        typer.Option(help="Config file, read when the source is read."),
+    ] = None,
+    shadow_dir: Annotated[
+        Path | None,
+        typer.Option(
+            help="Also write tuned copies of FILE and its headers here, for code you must not "
+            "edit, and print what to compile instead of FILE."
+        ),
     ] = None,
     json: JsonFlag = False,
 ) -> None:
@@ -49,15 +68,25 @@ def build(
         name = device or current_device_name()
         header = tuned_header_path(file, name, out_dir)
         tuned = header.is_file()
+        problem = None
         if tuned:
             text = _read(header)
         else:
-            text = _defaults(file, name, config)
+            problem = _problem(file, config)
+            text = render_defaults_header(problem, device=name, tool_version=__version__)
             print(
                 f"annotune: warning: no tuned header for device '{name}' ({header}); "
                 f"wrote the defaults from {file}",
                 file=sys.stderr,
             )
+        compile_args = None
+        if shadow_dir is not None:
+            compile_args = recorded_compile(shadow_dir, text) if tuned else None
+            if compile_args is None:
+                problem = problem or _problem(file, config)
+                compile_args = _shadow(problem, file, text, header, shadow_dir)
+        elif tuned and _differs(out, text):
+            _check_reaches(_problem(file, config), file, text, header)
         try:
             changed = write_if_changed(out, text)
         except OSError as error:
@@ -69,8 +98,11 @@ def build(
                 "header": str(header) if tuned else None,
                 "output": str(out),
                 "changed": changed,
+                "shadow": compile_args,
             }
         )
+    elif compile_args is not None:
+        print(shlex.join(compile_args))
 
 
 def _read(header: Path) -> str:
@@ -80,10 +112,80 @@ def _read(header: Path) -> str:
         raise AnnotuneError(f"cannot read the tuned header {header}: {error}") from None
 
 
-def _defaults(file: Path, device: str, config: Path | None) -> str:
-    """The defaults header: the only path that parses the source, so the only one that imports
-    the front end (libclang, slower)."""
+def _differs(out: Path, text: str) -> bool:
+    try:
+        return out.read_bytes() != text.encode("utf-8")
+    except OSError:
+        return True
+
+
+def _problem(file: Path, config: Path | None) -> Problem:
+    """The source's tuning problem: the only path that imports the front end (libclang,
+    slower), taken when OUT changes or has no tuned header to come from."""
     from annotune.annotate import read_problem
 
-    problem = read_problem(file, config_path=config)
-    return render_defaults_header(problem, device=device, tool_version=__version__)
+    return read_problem(file, config_path=config)
+
+
+def _check_reaches(problem: Problem, file: Path, text: str, header: Path) -> None:
+    """AnnotuneError, at the definition that wins, when a value of the tuned header would be
+    ignored: the header is then not written."""
+    from annotune.builder.variants import header_ignored
+    from annotune.builder.verify import macro_number
+
+    values = header_values(text)
+    ignored = header_ignored(problem, {k: macro_number(v) for k, (v, _) in values.items()})
+    if not ignored:
+        return
+    first, *others = ignored
+    kind = "pragma literal" if first.origin == "literal" else "unguarded #define"
+    message = (
+        f"{first.name} is tuned to {values[first.name][0]} ({header}), but the compiler uses "
+        f"this {kind}, {first.default}: a header included with -include cannot override it"
+    )
+    if others:
+        message += (
+            " (nor "
+            + ", ".join(f"{p.name} at {p.location.file}:{p.location.line}" for p in others)
+            + ")"
+        )
+    raise AnnotuneError(
+        message,
+        first.location,
+        hint=f"for code you own, `annotune lift {file} --write` lets the header set it; for "
+        "code you must not edit, add `--shadow-dir DIR`: tuned copies of the files to compile "
+        "instead",
+    )
+
+
+def _shadow(problem: Problem, file: Path, text: str, header: Path, directory: Path) -> list[str]:
+    """Write the tuned copies of FILE and its headers into `directory`; what to compile
+    instead of FILE: DIR's directories first on the include path (then FILE's own, for
+    headers annotune did not read), and DIR's copy of FILE."""
+    from annotune.builder.variants import copy_dirs, needs_copy, variant_source
+    from annotune.builder.verify import macro_number
+
+    values = header_values(text)
+    params = {}
+    for param in problem.params:
+        written, line = values.get(param.name, (None, 0))
+        number = param.default if written is None else macro_number(written)
+        if number is None and needs_copy(param):
+            raise AnnotuneError(
+                f"the tuned value of {param.name}, '{written}', is not a number: annotune "
+                "cannot write it into a copy",
+                Location(str(header), line, 1),
+            )
+        params[param.name] = param.default if number is None else number
+    variant = variant_source(problem, params)
+    compile_args = [
+        *(f"-I{directory / d}" for d in copy_dirs(variant)),
+        f"-I{file.parent}",
+        str(directory / variant.main),
+    ]
+    inputs = [*problem.files, *([problem.config_file] if problem.config_file else [])]
+    try:
+        write_copies(directory, variant.files, inputs, text, compile_args)
+    except OSError as error:
+        raise AnnotuneError(f"cannot write the copies in {directory}: {error}") from None
+    return compile_args

@@ -2,6 +2,7 @@
 
 When the results database (or `--transfer-from` files) holds results of the same source and
 space on other GPUs, the search starts from what they teach (`--no-transfer`: it does not).
+`--compile-only` compiles the configurations and runs none, for a machine without the GPU.
 """
 
 from __future__ import annotations
@@ -25,9 +26,11 @@ from annotune.cli.app import (
     stdout,
     user_errors,
 )
+from annotune.core.diagnostics import AnnotuneError
 from annotune.search import STRATEGY_NAMES
+from annotune.session.compile_only import CompileReport, compile_configurations
 from annotune.session.options import TuneArguments, tune_options
-from annotune.session.tuner import FailureKind, TuneProgress, TuneReport, tune
+from annotune.session.tuner import FailureKind, NoCudaDevice, TuneProgress, TuneReport, tune
 
 SHOWN_FAILURE_KINDS = 3
 
@@ -86,7 +89,18 @@ def tune_command(
         float | None, typer.Option(help="Seconds before a run counts as hung (default 60).")
     ] = None,
     time_regex: Annotated[
-        str | None, typer.Option(help="Regex whose first group is the time in ms.")
+        str | None, typer.Option(help="Regex whose first group is the time (in --time-unit).")
+    ] = None,
+    time_unit: Annotated[
+        str | None,
+        typer.Option(help="The unit of what --time-regex captures: s, ms, us or ns (default ms)."),
+    ] = None,
+    run_dir: Annotated[
+        Path | None,
+        typer.Option(
+            help="Where the program runs, so that relative paths in its arguments are found "
+            "(default: the config's run_dir, else the current directory)."
+        ),
     ] = None,
     compile_timeout: Annotated[
         float, typer.Option(help="Seconds before a compile counts as failed.")
@@ -155,11 +169,33 @@ def tune_command(
             "kernel's data fit in it)."
         ),
     ] = None,
+    compile_only: Annotated[
+        bool,
+        typer.Option(
+            "--compile-only",
+            help="Run nothing: compile --budget configurations (the default, then a random "
+            "sample) and report compile failures and each kernel's registers, shared memory "
+            "and spills. For a machine without the GPU.",
+        ),
+    ] = False,
+    arch: Annotated[
+        str | None,
+        typer.Option(
+            help="With --compile-only: the GPU architecture nvcc compiles for, e.g. sm_90 "
+            "(default: --device's, from annotune's GPU table, else nvcc's default)."
+        ),
+    ] = None,
     config: ConfigPath = None,
     json: JsonFlag = False,
 ) -> None:
     """Tune FILE on this machine: compile variants, time them, search, write the header."""
     with user_errors():
+        if arch is not None and not compile_only:
+            raise AnnotuneError(
+                "--arch works with --compile-only; a tune compiles with its compile command",
+                hint="name the architecture in --compiler, e.g. "
+                "--compiler 'nvcc -O3 -arch=sm_90 {source} -o {output}'",
+            )
         given = TuneArguments(
             strategy=strategy,
             budget=budget,
@@ -179,6 +215,8 @@ def tune_command(
             warmup=warmup,
             timeout=timeout,
             time_regex=time_regex,
+            time_unit=time_unit,
+            run_dir=run_dir,
             mode=mode,
             kernel=kernel,
             backend=backend,
@@ -194,8 +232,15 @@ def tune_command(
         )
         problem = read_problem(file, config_path=config)
         options = tune_options(problem, given)
-        with _ProgressDisplay(enabled=not json and stderr.is_terminal) as display:
-            report = tune(problem, options, display.update)
+        if compile_only:
+            _report_compiles(compile_configurations(problem, options, arch), json)
+            return
+        try:
+            with _ProgressDisplay(enabled=not json and stderr.is_terminal) as display:
+                report = tune(problem, options, display.update)
+        except NoCudaDevice as error:
+            stderr.print(error.render(), markup=False, highlight=False)
+            raise typer.Exit(code=EXIT_FAILED) from None
     if json:
         print_json(report.to_json())
     else:
@@ -311,6 +356,8 @@ def _example(kind: FailureKind) -> str:
 
 def _print_report(report: TuneReport) -> None:
     stdout.print(f"device        {report.device}", markup=False, highlight=False)
+    if report.run_dir is not None:
+        stdout.print(f"run in        {report.run_dir}", markup=False, highlight=False)
     if report.prior is not None and report.prior.tasks:
         features = report.prior.selection.describe() if report.prior.selection else "none"
         stdout.print(
@@ -323,15 +370,7 @@ def _print_report(report: TuneReport) -> None:
         f"measurements  {report.evaluations} of {size} legal "
         f"({report.reused} reused, {report.invalid} invalid)"
     )
-    for kind in report.failures[:SHOWN_FAILURE_KINDS]:
-        stdout.print(
-            f"invalid       {kind.count} {kind.status}, {_example(kind)}",
-            markup=False,
-            highlight=False,
-        )
-    if len(report.failures) > SHOWN_FAILURE_KINDS:
-        others = sum(kind.count for kind in report.failures[SHOWN_FAILURE_KINDS:])
-        stdout.print(f"invalid       {others} more, failing in other ways (see --json)")
+    _print_failures(report.failures)
     stdout.print(f"default       {_timed(report.default)}  {report.default.params}", markup=False)
     if report.baseline is not None:
         stdout.print(
@@ -363,3 +402,56 @@ def _timed(outcome) -> str:
         low, high = outcome.interval
         spread = f" [{low:.4g}, {high:.4g}]"
     return f"{outcome.time:.4g} ms{spread} ({outcome.samples} runs)"
+
+
+def _print_failures(failures: tuple[FailureKind, ...]) -> None:
+    """The most common kinds of failure, each with one configuration and its message."""
+    for kind in failures[:SHOWN_FAILURE_KINDS]:
+        stdout.print(
+            f"invalid       {kind.count} {kind.status}, {_example(kind)}",
+            markup=False,
+            highlight=False,
+        )
+    if len(failures) > SHOWN_FAILURE_KINDS:
+        others = sum(kind.count for kind in failures[SHOWN_FAILURE_KINDS:])
+        stdout.print(f"invalid       {others} more, failing in other ways (see --json)")
+
+
+def _report_compiles(report: CompileReport, json: bool) -> None:
+    """Print what --compile-only found; exit 1 when no configuration compiled."""
+    if json:
+        print_json(report.to_json())
+    else:
+        size = "too many to count" if report.space_size is None else f"{report.space_size:,}"
+        stdout.print(
+            f"compiled      {report.compiled} of {report.compiled + report.failed} "
+            f"configurations ({size} legal) in {report.seconds:.1f} s: {report.failed} failed, "
+            f"{report.cached} from the compile cache",
+            markup=False,
+            highlight=False,
+        )
+        stdout.print(f"command       {report.command}", markup=False, highlight=False)
+        _print_failures(report.failures)
+        for k in report.kernels:
+            stdout.print(
+                f"kernel        {k.kernel}: registers {_span(k.registers)}, shared "
+                f"{_span(k.shared_bytes)} B, spill stores {_span(k.spill_stores)} B, loads "
+                f"{_span(k.spill_loads)} B ({k.spilling} of {k.compiled} spill)",
+                markup=False,
+                highlight=False,
+            )
+        if report.transient:
+            stdout.print(
+                f"note: {report.transient} compiles failed twice for reasons of the machine "
+                "(out of memory or disk, killed, timed out); they are compiled again next run",
+                markup=False,
+                highlight=False,
+            )
+    if not report.compiled:
+        stderr.print("annotune: error: no configuration compiled", highlight=False)
+        raise typer.Exit(code=EXIT_FAILED)
+
+
+def _span(low_high: tuple[int, int]) -> str:
+    low, high = low_high
+    return str(low) if low == high else f"{low}-{high}"

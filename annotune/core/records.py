@@ -169,4 +169,3 @@ class BuildResult:
     @property
     def ok(self) -> bool:
         return self.executable is not None
-

@@ -63,13 +63,15 @@ def render_header(
     predicted: bool = False,
     speedup: str = "",
     note: str = "",
+    environment: str = "",
 ) -> str:
     """The tuned header: `params` (a value for every parameter of `problem`) and how they were
     found. Times are in milliseconds; `predicted` says `best_time` is a model's estimate rather
     than a measurement; `speedup` is the re-measured claim (the final check's speedup and its
     interval), never computed here from search times; `note` is one more line of the comment
-    (`annotune predict` says there that the values are `PREDICTED`). Raises ValueError when
-    `params` does not name exactly the parameters."""
+    (`annotune predict` says there that the values are `PREDICTED`); `environment` the
+    variables that changed the times ("OMP_NUM_THREADS=4, ..."): the tuned values hold under
+    them. Raises ValueError when `params` does not name exactly the parameters."""
     names = [p.name for p in problem.params]
     if set(params) != set(names):
         missing = sorted(set(names) - set(params))
@@ -89,6 +91,7 @@ def render_header(
         best_time=best,
         speedup=speedup,
         note=note,
+        environment=environment,
         guard=_guard(problem.source),
         params=[_define(p, params[p.name], problem.source.name) for p in problem.params],
     )

@@ -60,5 +60,3 @@ def cpu_name(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
         pass
     model = model or platform.processor() or platform.machine() or "unknown"
     return f"cpu-{' '.join(model.split())}"
-
-

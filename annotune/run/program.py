@@ -2,14 +2,16 @@
 
 The time comes, in order of preference, from the lines `annotune-time-ms: X` printed by
 annotune's timing header (`annotune_timing.h`: CUDA events under nvcc, a steady clock on the
-host), from a user regex whose first group is milliseconds, or, only when neither is
-configured, from the process's wall time (start-up included; the measurement says so).
+host), from a user regex whose first group is the time (in `time_unit`, milliseconds by
+default), or, only when neither is configured, from the process's wall time (start-up included;
+the measurement says so).
 Each configuration is run `warmup` times untimed, then timed until its median is stable
 (`annotune.run.sampling`); its time is the median of the timed runs.
 A non-zero exit, a timeout, a missing time, or an `annotune-check:` value that is not a finite
 number or differs from the baseline configuration's makes the configuration invalid, with the
 reason kept. Each run is its own process group, killed whole when the run ends: nothing it
-started outlives it.
+started outlives it. A run gets annotune's own environment plus the `env` settings, whose
+`{NAME}`s take the configuration's values: an environment variable can be a tunable.
 """
 
 from __future__ import annotations
@@ -24,10 +26,11 @@ import statistics
 import subprocess
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from annotune.core.records import TRANSIENT_ERRNOS, BuildResult, Measurement
+from annotune.core.records import TRANSIENT_ERRNOS, BuildResult, Measurement, Number
 from annotune.run.conditions import GpuMonitor, summarize
 from annotune.run.sampling import Sampling
 
@@ -36,6 +39,22 @@ _KILLED_FROM_OUTSIDE = frozenset({signal.SIGKILL, signal.SIGTERM, signal.SIGINT,
 
 TIME_LINE = re.compile(r"^annotune-time-ms:\s*([-+0-9.eEinfa]+)\s*$", re.MULTILINE)
 CHECK_LINE = re.compile(r"^annotune-check:\s*(\S+)\s*$", re.MULTILINE)
+
+TIME_UNITS = {"s": 1e3, "ms": 1.0, "us": 1e-3, "ns": 1e-6}
+"""What a time read with the regex is multiplied by to be in milliseconds."""
+
+TIMING_VARIABLES = (
+    "OMP_NUM_THREADS",
+    "OMP_PROC_BIND",
+    "OMP_PLACES",
+    "CUDA_VISIBLE_DEVICES",
+    "ACC_NUM_CORES",
+    "GOMP_CPU_AFFINITY",
+)
+"""Variables of annotune's own environment that change a program's time (its threads, where
+they run, which GPU): every run inherits them, so their values are part of the study key."""
+
+_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 
 
 @dataclass(frozen=True)
@@ -46,6 +65,8 @@ class RunSpec:
     `max_repeats` runs or `max_seconds` of timed runs, until its median is stable within
     ±`stable_within` (`annotune.run.sampling`). `max_repeats = repeats` gives a fixed count.
     `timing_header`: the program includes annotune_timing.h, so a run must print its time.
+    `env`: variables set for every run, over annotune's own environment; `{NAME}` in a value
+    is the configuration's value of the parameter NAME.
     """
 
     args: tuple[str, ...] = ()
@@ -57,8 +78,10 @@ class RunSpec:
     max_seconds: float = 10.0
     stable_within: float = 0.02
     time_regex: str | None = None
+    time_unit: str = "ms"  # of what `time_regex` captures
     timing_header: bool = False
     check_tolerance: float = 1e-6
+    env: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if self.warmup < 0:
@@ -67,7 +90,19 @@ class RunSpec:
             raise ValueError("the check tolerance must be a finite number >= 0")
         self.sampling  # noqa: B018  (validates the repeats settings now, not at the first run)
         if self.time_regex is not None and re.compile(self.time_regex).groups < 1:
-            raise ValueError("the time regex needs a group capturing the milliseconds")
+            raise ValueError("the time regex needs a group capturing the time")
+        if self.time_unit not in TIME_UNITS:
+            raise ValueError(
+                f"unknown time unit {self.time_unit!r} (expected {', '.join(TIME_UNITS)})"
+            )
+        if self.time_unit != "ms" and self.time_regex is None:
+            raise ValueError("a time unit is that of the time regex (--time-regex): there is none")
+        for name, value in self.env:
+            if not name or "=" in name or "\0" in name + value:
+                raise ValueError(f"{name!r} cannot be an environment variable's name")
+            for placeholder in env_placeholders(value):
+                if not placeholder.isidentifier():
+                    raise ValueError(f"{{{placeholder}}} in {name} names no parameter")
 
     @property
     def sampling(self) -> Sampling:
@@ -78,9 +113,20 @@ class RunSpec:
             within=self.stable_within,
         )
 
+    def environment(self, params: Mapping[str, Number] | None = None) -> dict[str, str]:
+        """What of a run's environment changes its time: the `TIMING_VARIABLES` set in
+        annotune's own environment now, then `env`, with `params`' values for its `{NAME}`s
+        (as written without `params`)."""
+        inherited = {name: os.environ[name] for name in TIMING_VARIABLES if name in os.environ}
+        if params is None:
+            return {**inherited, **dict(self.env)}
+        return {**inherited, **{name: _substitute(value, params) for name, value in self.env}}
+
     def to_json(self) -> dict:
-        """What changes a time: part of the results database's study key."""
-        return {
+        """What changes a time: part of the results database's study key. The time unit and
+        the environment appear only when they say something, so that studies measured before
+        they were recorded still match."""
+        data = {
             "args": list(self.args),
             "warmup": self.warmup,
             "repeats": self.repeats,
@@ -88,6 +134,30 @@ class RunSpec:
             "time_regex": self.time_regex,
             "timing_header": self.timing_header,
         }
+        if self.time_unit != "ms":
+            data["time_unit"] = self.time_unit
+        environment = self.environment()
+        if environment:
+            data["environment"] = environment
+        return data
+
+
+def env_placeholders(value: str) -> list[str]:
+    """The names inside `{...}` in an `env` value."""
+    return _PLACEHOLDER.findall(value)
+
+
+def _substitute(value: str, params: Mapping[str, Number]) -> str:
+    return _PLACEHOLDER.sub(lambda m: _env_text(params[m.group(1)]), value)
+
+
+def _env_text(value: Number) -> str:
+    """A parameter's value as an environment variable holds it: 4, not 4.0."""
+    if hasattr(value, "item"):  # a numpy scalar
+        value = value.item()
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return str(value)
 
 
 @dataclass(frozen=True)
@@ -135,10 +205,10 @@ class ProgramRunner:
         retried_timeout = False
         for attempt in itertools.count():
             started = time.perf_counter()
-            run = self._run_once(build.executable)
+            run = self._run_once(build.executable, build.params)
             if run.status == "timeout" and not retried_timeout:
                 retried_timeout = True  # once may be the machine's fault; twice is the variant's
-                run = self._run_once(build.executable)
+                run = self._run_once(build.executable, build.params)
             if run.status != "ok":
                 return Measurement(
                     build.params,
@@ -180,11 +250,12 @@ class ProgramRunner:
             compile_info=info,
         )
 
-    def _run_once(self, executable: Path) -> _Run:
+    def _run_once(self, executable: Path, params: Mapping[str, Number]) -> _Run:
         # Absolute: the program runs in `spec.cwd`, where a path relative to ours means nothing.
         argv = [str(executable.absolute()), *self.spec.args]
+        env = {**os.environ, **self.spec.environment(params)}
         try:
-            finished = _run_in_own_group(argv, self.spec.cwd, self.spec.timeout)
+            finished = _run_in_own_group(argv, self.spec.cwd, self.spec.timeout, env)
         except OSError as error:
             transient = error.errno in TRANSIENT_ERRNOS
             return _Run(None, None, f"cannot run: {error.strerror}", "runtime_error", transient)
@@ -226,7 +297,7 @@ class ProgramRunner:
             found = [v for v in found if v is not None and math.isfinite(v) and v >= 0]
             if not found:
                 return None, "no timing line: nothing in the output matched the time regex"
-            return statistics.median(found), "regex"
+            return statistics.median(found) * TIME_UNITS[self.spec.time_unit], "regex"
         if self.spec.timing_header:
             return None, (
                 "no timing line: the program includes annotune_timing.h but printed no "
@@ -236,7 +307,7 @@ class ProgramRunner:
 
 
 def _run_in_own_group(
-    argv: list[str], cwd: Path | None, timeout: float
+    argv: list[str], cwd: Path | None, timeout: float, env: Mapping[str, str]
 ) -> tuple[int, str, str, float] | None:
     """Run `argv` as the leader of a new process group; None if it outlived `timeout`.
 
@@ -250,6 +321,7 @@ def _run_in_own_group(
         process = subprocess.Popen(
             argv,
             cwd=cwd,
+            env=env,
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=err,

@@ -19,7 +19,7 @@ from annotune.annotate.problem import RunSettings
 from annotune.builder import CompilerCommand
 from annotune.core.diagnostics import AnnotuneError
 from annotune.core.records import Number
-from annotune.run.program import RunSpec
+from annotune.run.program import TIME_UNITS, RunSpec, env_placeholders
 from annotune.search import STRATEGY_NAMES
 from annotune.session.tuner import TuneOptions
 from annotune.transfer.prior import TRANSFER_STRATEGIES
@@ -54,6 +54,8 @@ class TuneArguments:
     warmup: int | None = None
     timeout: float | None = None
     time_regex: str | None = None
+    time_unit: str | None = None  # of what time_regex captures: s, ms, us or ns
+    run_dir: Path | None = None  # where the program runs (default: where annotune started)
     check_rtol: float | None = None
     mode: str = TuneOptions.mode
     kernel: str | None = None
@@ -89,13 +91,21 @@ class TuneArguments:
             )
         if self.reference is not None:
             parse_reference(self.reference)
+        if self.time_unit is not None and self.time_unit not in TIME_UNITS:
+            raise AnnotuneError(
+                f"--time-unit must be one of {', '.join(TIME_UNITS)}, not {self.time_unit!r}"
+            )
+        if self.run_dir is not None and not self.run_dir.is_dir():
+            raise AnnotuneError(f"--run-dir: no such directory {self.run_dir}")
 
 
 def tune_options(problem: Problem, given: TuneArguments) -> TuneOptions:
     """The options `tune` runs `problem` with: each build and run setting (compile command,
-    program arguments, timeout, warmup, repeats, time regex) from the command line when given,
-    else from the config file (`problem.settings`), else `RunSpec`'s and the builder's default.
-    Whether each run must print its time follows from the source (`Problem.timing_header`).
+    program arguments, timeout, warmup, repeats, time regex and unit, run directory) from the
+    command line when given, else from the config file (`problem.settings`), else `RunSpec`'s
+    and the builder's default (a run directory left None is where `tune` is called). The
+    environment comes from the config alone. Whether each run must print its time follows
+    from the source (`Problem.timing_header`).
 
     AnnotuneError when the merged compile command or run settings cannot be used.
     """
@@ -111,7 +121,7 @@ def tune_options(problem: Problem, given: TuneArguments) -> TuneOptions:
         fresh=given.fresh,
         compiler=_compiler(given.compiler, problem.settings),
         compile_timeout=given.compile_timeout,
-        run=_run_spec(given, problem.settings, problem.timing_header),
+        run=_run_spec(given, problem),
         mode=given.mode,
         kernel=given.kernel,
         backend=given.backend,
@@ -169,12 +179,16 @@ def _compiler(given: str | None, settings: RunSettings) -> CompilerCommand | Non
     return CompilerCommand.parse(argv[0] if len(argv) == 1 else shlex.join(argv))
 
 
-def _run_spec(given: TuneArguments, settings: RunSettings, timing_header: bool) -> RunSpec:
+def _run_spec(given: TuneArguments, problem: Problem) -> RunSpec:
+    settings = problem.settings
+    run_dir = _first(given.run_dir, settings.run_dir)
     chosen = {
         "timeout": _first(given.timeout, settings.timeout),
         "warmup": _first(given.warmup, settings.warmup),
         "repeats": _first(given.repeats, settings.repeats),
         "time_regex": _first(given.time_regex, settings.time_regex),
+        "time_unit": _first(given.time_unit, settings.time_unit),
+        "cwd": Path(run_dir).resolve() if run_dir is not None else None,
         "max_repeats": given.max_repeats,
         "stable_within": given.stable_within,
         "check_tolerance": given.check_rtol,
@@ -182,11 +196,26 @@ def _run_spec(given: TuneArguments, settings: RunSettings, timing_header: bool) 
     try:
         return RunSpec(
             args=given.args or settings.args,
-            timing_header=timing_header,
+            timing_header=problem.timing_header,
+            env=_env(problem),
             **{name: value for name, value in chosen.items() if value is not None},
         )
     except (ValueError, TypeError) as error:
         raise AnnotuneError(str(error)) from None
+
+
+def _env(problem: Problem) -> tuple[tuple[str, str], ...]:
+    """The config's `[file.env]`, once each `{NAME}` in it is known to name a parameter."""
+    names = [p.name for p in problem.params]
+    for setting in problem.settings.env:
+        for name in env_placeholders(setting.value):
+            if name not in names:
+                raise AnnotuneError(
+                    f"{{{name}}} in env {setting.name} names no parameter",
+                    setting.location.shifted(setting.value.index(f"{{{name}}}")),
+                    hint=f"parameters: {', '.join(names)}",
+                )
+    return tuple((setting.name, setting.value) for setting in problem.settings.env)
 
 
 def _first(given: T | None, configured: T | None) -> T | None:

@@ -41,7 +41,7 @@ from annotune.emit import render_header, tuned_header_path, write_if_changed
 from annotune.results.database import Database, Study, StudyKey, config_key, default_db_path
 from annotune.run.backends import select_backend
 from annotune.run.conditions import open_monitor
-from annotune.run.device import current_device_name
+from annotune.run.device import current_device_name, gpu_name
 from annotune.run.kernel import KernelReference, KernelRunner
 from annotune.run.program import ProgramRunner, RunSpec
 from annotune.run.sampling import Sampling
@@ -195,6 +195,7 @@ class TuneReport:
     transient: int = 0
     timing: str = ""  # where times came from: "header", "regex", "wall" (start-up included)
     notes: tuple[str, ...] = ()  # what the user should know about these numbers
+    run_dir: Path | None = None  # where the program ran (program mode)
 
     def to_json(self) -> dict:
         verdict = self.recheck
@@ -216,6 +217,7 @@ class TuneReport:
             "transient": self.transient,
             "timing": self.timing,
             "notes": list(self.notes),
+            "run_dir": str(self.run_dir) if self.run_dir else None,
             "header": str(self.header) if self.header else None,
             "interrupted": self.interrupted,
             "space_size": self.space_size,
@@ -240,6 +242,25 @@ def _verdict_json(verdict: Verdict | None) -> dict | None:
 ProgressCallback = Callable[[TuneProgress], None]
 
 
+class NoCudaDevice(AnnotuneError):
+    """A CUDA tune on a machine without a CUDA GPU: not a mistake in the input but in where it
+    runs, so the command line exits with 1, not 2."""
+
+
+def _require_cuda_device(problem: Problem, options: TuneOptions) -> None:
+    """Stop a tune of a CUDA program (or a kernel) at once when this machine has no CUDA GPU:
+    every run would fail, and the failures would be timed and stored. The driver is asked
+    (nvidia-smi), never `ANNOTUNE_DEVICE` or `--device`: they name a GPU, they cannot make one."""
+    kernel_mode = options.mode != "program" and bool(problem.kernels)
+    if (problem.language == "cuda" or kernel_mode) and gpu_name() is None:
+        raise NoCudaDevice(
+            f"{problem.source} is CUDA, and this machine has no CUDA GPU (nvidia-smi finds "
+            "none): every run would fail",
+            hint="check that the variants compile with --compile-only (--arch sm_XY picks "
+            "the GPU architecture)",
+        )
+
+
 def tune(
     problem: Problem, options: TuneOptions, on_progress: ProgressCallback | None = None
 ) -> TuneReport:
@@ -247,8 +268,10 @@ def tune(
 
     Ctrl-C (KeyboardInterrupt) stops the search cleanly: what was measured is kept and the
     best-so-far header is still written (with no speedup claimed: nothing was re-checked); the
-    report says `interrupted`.
+    report says `interrupted`. NoCudaDevice, before anything is built, for a CUDA program on a
+    machine without a GPU.
     """
+    _require_cuda_device(problem, options)
     space = problem_space(problem)
     rng = np.random.default_rng(options.seed)
     legal, legal_count = space.search_rows(rng)
@@ -364,7 +387,9 @@ def _measurer(problem: Problem, options: TuneOptions, resources: ExitStack):
     warnings = (f"GPU conditions (clock, temperature, power) are not recorded: {why_not}",)
     warnings = warnings if why_not else ()
     if mode == "program":
-        spec = options.run if options.run.cwd else replace(options.run, cwd=problem.source.parent)
+        # Where annotune was started, unless told: input files named in arguments are found
+        # where the user expects them, whatever directory the source is in.
+        spec = replace(options.run, cwd=options.run.cwd or Path.cwd())
         runner = ProgramRunner(spec, monitor)
         once = ProgramRunner(replace(spec, repeats=1, max_repeats=1), monitor)
         return _ProgramMeasurer(runner, once, check=options.check, warnings=warnings), (
@@ -392,6 +417,8 @@ def _measurer(problem: Problem, options: TuneOptions, resources: ExitStack):
     )
     compiler = options.compiler or cubin_compiler(backend.compute_capability())
     return measurer, compiler
+
+
 def _kernel_spec(problem: Problem, name: str | None) -> KernelSpec:
     names = [k.name for k in problem.kernels]
     where = Location(str(problem.source), 1, 1)
@@ -415,9 +442,7 @@ def _kernel_spec(problem: Problem, name: str | None) -> KernelSpec:
 class _ProgramMeasurer:
     """Program mode: the baseline's `annotune-check:` value is every other run's reference."""
 
-    def __init__(
-        self, runner: ProgramRunner, once: ProgramRunner, *, check: bool, warnings: tuple
-    ):
+    def __init__(self, runner: ProgramRunner, once: ProgramRunner, *, check: bool, warnings: tuple):
         self.runner = runner
         self.once = once  # one timed run: a round of the final check
         self.check = check
@@ -426,6 +451,14 @@ class _ProgramMeasurer:
 
     def to_json(self) -> dict:
         return {**self.runner.spec.to_json(), "check": self.check}
+
+    @property
+    def run_dir(self) -> Path | None:
+        return self.runner.spec.cwd
+
+    def environment(self, params: Mapping[str, Number]) -> str:
+        """The header's line on the environment `params` ran in: "OMP_NUM_THREADS=4, ..."."""
+        return ", ".join(f"{k}={v}" for k, v in self.runner.spec.environment(params).items())
 
     def measure(self, build: BuildResult, stop_above: float | None = None) -> Measurement:
         return self.runner.measure(build, self.reference, stop_above)
@@ -451,6 +484,11 @@ class _KernelMeasurer:
 
     def to_json(self) -> dict:
         return {**self.runner.to_json(), "check": self.check}
+
+    run_dir = None  # the kernel runs in annotune's process
+
+    def environment(self, params: Mapping[str, Number]) -> str:
+        return ""  # no program is started: no environment is set
 
     def measure(self, build: BuildResult, stop_above: float | None = None) -> Measurement:
         measurement, self._last = self.runner.measure(build, self.reference, stop_above)
@@ -680,9 +718,7 @@ class _Session:
             m = self.measurer.sample(builds[config_key(params)])
             return m.time if m.time is not None else f"{m.status}: {m.error}"
 
-        return recheck(
-            self.baseline_params, contenders, sample, rounds=self.options.recheck_rounds
-        )
+        return recheck(self.baseline_params, contenders, sample, rounds=self.options.recheck_rounds)
 
     def finish(self, interrupted: bool, db_path: Path, prior: Prior) -> TuneReport:
         p = self.progress
@@ -712,6 +748,7 @@ class _Session:
                 best_time=best.time,
                 tool_version=__version__,
                 speedup=_claim(verdict),
+                environment=self.measurer.environment(best.params),
             )
             write_if_changed(header, text)
         drift = self._drift()
@@ -742,6 +779,7 @@ class _Session:
             transient=p.transient,
             timing="+".join(sorted(self.timing)),
             notes=self._notes(verdict, drift, interrupted),
+            run_dir=self.measurer.run_dir,
         )
 
     def _drift(self) -> Drift | None:
@@ -800,6 +838,11 @@ class _Session:
                 f"{self.builder.compiler.argv[0]} does not list the files it reads (-MD -MF): "
                 "the compile cache sees the variant and its -I directories only, so rerun with "
                 "--fresh after editing a header found some other way"
+            )
+        if not self.builder.verifies_values:
+            notes.append(
+                f"{self.builder.compiler.argv[0]} cannot be run to preprocess only (-E -dM): "
+                "the tuned values were not checked to reach the compiler"
             )
         if self.progress.transient:
             notes.append(

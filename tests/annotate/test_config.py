@@ -242,3 +242,48 @@ def test_the_default_is_the_definition_the_compiler_sees(tmp_path, compile_line,
     assert (n.location.file, n.location.line) == (str(header), line)
     span = n.value_span  # what a rewritten copy edits
     assert header.read_bytes()[span.start : span.end] == str(default).encode()
+
+
+def test_time_unit_and_the_environment_of_the_runs_are_read(tmp_path):
+    source = write(tmp_path / "k.cu", THIRD_PARTY)
+    config = write(
+        tmp_path / "annotune.toml",
+        """
+        [[file]]
+        path = "k.cu"
+        time_regex = 'took ([0-9.]+) s'
+        time_unit = "s"
+        [file.params]
+        THREADS = { domain = "values(1, 2, 4)", default = 1 }
+        [file.env]
+        OMP_PROC_BIND = "close"
+        OMP_NUM_THREADS = "{THREADS}"
+        """,
+    )
+    settings = read_problem(source).settings
+    assert settings.time_unit == "s"
+    assert [(e.name, e.value) for e in settings.env] == [
+        ("OMP_PROC_BIND", "close"),
+        ("OMP_NUM_THREADS", "{THREADS}"),
+    ]
+    where = settings.env[1].location
+    assert (where.file, where.line, where.column) == (str(config), 9, 20)
+
+
+@pytest.mark.parametrize(
+    ("entry", "where", "message"),
+    [
+        ('time_unit = "min"', (3, 14), "time_unit must be one of s, ms, us, ns, not 'min'"),
+        ("[file.env]\nOMP_NUM_THREADS = 4", (4, 19), 'e.g. OMP_NUM_THREADS = "4"'),
+        ('[file.env]\n"OMP THREADS" = "4"', (4, 1), "is not an environment variable's name"),
+        ('[file.env]\nX = "a{1st}"', (4, 7), "{1st} in env X names no parameter"),
+        ("env = 3", (3, 1), "'env' must be a table"),
+    ],
+)
+def test_time_unit_and_env_mistakes_are_located(tmp_path, entry, where, message):
+    source = write(tmp_path / "k.cu", THIRD_PARTY)
+    write(tmp_path / "annotune.toml", f'[[file]]\npath = "k.cu"\n{entry}\n')
+    with pytest.raises(AnnotuneError) as caught:
+        read_problem(source)
+    assert message in caught.value.message
+    assert (caught.value.location.line, caught.value.location.column) == where

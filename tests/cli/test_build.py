@@ -1,11 +1,13 @@
 """`annotune build`: copies the device's tuned header or writes the defaults, rewrites OUT only
-when it changes, and stays correct when make runs many at once."""
+when it changes, never writes a header whose values the compiler would ignore (tuned copies in
+`--shadow-dir` instead), and stays correct when make runs many at once."""
 
 from __future__ import annotations
 
 import inspect
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -40,13 +42,15 @@ def project(tmp_path, data_dir, monkeypatch) -> Path:
     return tmp_path / "src" / "stencil.cu"
 
 
-def test_copies_the_tuned_header_without_parsing_the_source(cli, project, tmp_path):
-    project.write_text("this is not C; parsing it would fail\n")
+def test_copies_the_tuned_header_and_a_no_op_does_not_parse_the_source(cli, project, tmp_path):
     out = tmp_path / "build" / "stencil.tuned.h"
     result = cli("build", project, "-o", out)
     assert result.exit_code == 0, result.stderr
     assert out.read_bytes() == TUNED_TEXT.encode()  # byte for byte, CRLF kept
     assert result.stderr == "" and result.stdout == ""
+
+    project.write_text("this is not C; parsing it would fail\n")
+    assert cli("build", project, "-o", out).exit_code == 0  # OUT unchanged: nothing to check
 
 
 def test_a_second_run_leaves_out_untouched(cli, project, tmp_path):
@@ -126,15 +130,119 @@ def test_eight_concurrent_runs_leave_a_complete_file(project, tmp_path, device):
 
 
 def test_copying_a_tuned_header_imports_no_heavy_package(project, tmp_path):
-    """The path every `make` takes; the defaults path, which parses the source, may import them."""
+    """The path every `make` takes (OUT is up to date); the paths that parse the source (a new
+    OUT is checked, or there are only the defaults) may import them."""
     out = tmp_path / "out.h"
-    fast = _imports("build", project, "-o", out)
+    first = _imports("build", project, "-o", out)
     assert out.read_bytes() == TUNED_TEXT.encode()
+    assert "clang.cindex" in first  # a header that changes OUT is checked against the source
+    fast = _imports("build", project, "-o", out)
     assert "annotune.cli.build" in fast  # the list is real, not empty
     assert not {name.split(".")[0] for name in fast} & HEAVY
 
     slow = _imports("build", project, "-o", out, "--device", "a device with no tuned header")
     assert {"clang.cindex", "jinja2"} <= slow
+
+
+@pytest.mark.parametrize(
+    ("tuned", "line", "said"),
+    [
+        ("BLOCK_Y 8", "stencil.cuh:8:9", "BLOCK_Y is tuned to 8 ({header}), but the compiler "
+         "uses this unguarded #define, 4: a header included with -include cannot override it"),
+        ("UNROLL 1", "stencil.cu:12:16", "UNROLL is tuned to 1 ({header}), but the compiler "
+         "uses this pragma literal, 3: a header included with -include cannot override it"),
+    ],
+)  # fmt: skip
+def test_a_tuned_value_the_compiler_would_ignore_is_an_error_at_what_wins(
+    cli, project, tmp_path, tuned, line, said
+):
+    header = project.parent / "tuned" / "nvidia-a100-pcie-40gb" / "stencil.h"
+    header.write_text(f"#ifndef {tuned.split()[0]}\n#define {tuned} /* tuned */\n#endif\n")
+    out = tmp_path / "out.h"
+    result = cli("build", project, "-o", out)
+    assert result.exit_code == 2
+    first, *_, note = result.stderr.splitlines()
+    assert first == f"{project.parent / line}: error: {said.format(header=header)}"
+    assert note.startswith(f"note: for code you own, `annotune lift {project} --write`")
+    assert "--shadow-dir DIR" in note
+    assert not out.exists()  # never a header the compiler ignores
+
+    header.write_text("#define BLOCK_Y 4\n#define UNROLL 3\n")  # the source's own values
+    assert cli("build", project, "-o", out).exit_code == 0
+
+
+@pytest.fixture
+def vendored(tmp_path, monkeypatch) -> Path:
+    """A third-party program we must not edit: its block size is an unguarded #define in a
+    header of another folder; annotune.toml declares it; a tuned header sets it to 64."""
+    (tmp_path / "third" / "include").mkdir(parents=True)
+    (tmp_path / "third" / "src").mkdir()
+    (tmp_path / "third" / "include" / "conf.h").write_text(
+        "/* vendored */\n#ifndef CONF_H\n#define CONF_H\n#define DIM_THREAD_BLOCK_X 32\n#endif\n"
+    )
+    source = tmp_path / "third" / "src" / "k.c"
+    source.write_text(
+        '#include <stdio.h>\n#include "conf.h"\n'
+        'int main(void) { printf("%d\\n", DIM_THREAD_BLOCK_X); return 0; }\n'
+    )
+    (tmp_path / "annotune.toml").write_text(
+        '[[file]]\npath = "third/src/k.c"\ninclude = ["third/include"]\n'
+        '[file.params]\nDIM_THREAD_BLOCK_X = "pow2(8, 256)"\n'
+    )
+    header = tmp_path / "third" / "src" / "tuned" / "nvidia-a100-pcie-40gb" / "k.h"
+    header.parent.mkdir(parents=True)
+    header.write_text("#ifndef DIM_THREAD_BLOCK_X\n#define DIM_THREAD_BLOCK_X 64\n#endif\n")
+    monkeypatch.setenv(DEVICE_ENV, DEVICE)
+    monkeypatch.chdir(tmp_path)
+    return Path("third/src/k.c")
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
+def test_shadow_copies_make_the_tuned_value_reach_code_we_must_not_edit(cli, vendored, tmp_path):
+    vendored_header = "third/include/conf.h"
+    plain = cli("build", vendored, "-o", "build/k.h")
+    assert plain.exit_code == 2
+    assert plain.stderr.startswith(
+        f"{tmp_path / vendored_header}:4:9: error: DIM_THREAD_BLOCK_X is tuned to 64"
+    )
+    original = (tmp_path / vendored_header).read_bytes()
+
+    result = cli("build", vendored, "-o", "build/k.h", "--shadow-dir", "build/shadow")
+    assert result.exit_code == 0, result.stderr
+    args = shlex.split(result.stdout)
+    assert args == [
+        "-Ibuild/shadow/src", "-Ibuild/shadow/include", "-Ithird/src", "build/shadow/src/k.c"
+    ]  # fmt: skip
+    assert (tmp_path / vendored_header).read_bytes() == original  # the user's file untouched
+    assert b"#define DIM_THREAD_BLOCK_X 64" in Path("build/shadow/include/conf.h").read_bytes()
+
+    # The project's own compile, its -I after ours: the program has the tuned value.
+    command = ["gcc", "-include", "build/k.h", *args, "-Ithird/include"]
+    macros = subprocess.run(
+        [*command, "-E", "-dM"], capture_output=True, text=True, check=True
+    ).stdout
+    assert "#define DIM_THREAD_BLOCK_X 64" in macros.splitlines()
+    subprocess.run([*command, "-o", "k"], check=True)
+    assert subprocess.run(["./k"], capture_output=True, text=True).stdout == "64\n"
+
+    again = cli.json("build", vendored, "-o", "build/k.h", "--shadow-dir", "build/shadow", "--json")
+    assert again["changed"] is False and again["shadow"] == args
+    (tmp_path / vendored_header).write_bytes(original.replace(b"vendored", b"vendored v2"))
+    cli("build", vendored, "-o", "build/k.h", "--shadow-dir", "build/shadow")
+    assert b"vendored v2" in Path("build/shadow/include/conf.h").read_bytes()  # kept current
+
+
+def test_a_shadow_no_op_reads_the_manifest_not_the_source(vendored, tmp_path):
+    command = ("build", vendored, "-o", "build/k.h", "--shadow-dir", "build/shadow")
+    _imports(*command)
+    assert not {name.split(".")[0] for name in _imports(*command)} & HEAVY
+
+
+def test_a_shadow_directory_never_overwrites_the_originals(cli, vendored, tmp_path):
+    result = cli("build", vendored, "-o", "build/k.h", "--shadow-dir", "third")
+    assert result.exit_code == 2
+    assert "would overwrite the original" in result.stderr
+    assert b"#define DIM_THREAD_BLOCK_X 32" in (tmp_path / "third/include/conf.h").read_bytes()
 
 
 def test_help_lists_every_command_without_importing_one(cli):

@@ -204,6 +204,8 @@ def test_ctrl_c_exits_130_keeping_results_and_the_header(workdir):
         (["--stable-within", "0"], "stability target"),
         (["--recheck-rounds", "3"], "at least 6"),
         (["--reference", "X=one"], "is not NAME=NUMBER"),
+        (["--time-unit", "min"], "--time-unit must be one of s, ms, us, ns, not 'min'"),
+        (["--run-dir", "/no/such/directory"], "--run-dir: no such directory"),
     ],
 )
 def test_bad_options_exit_2(cli, workdir, args, message):
@@ -263,3 +265,131 @@ def test_another_gpus_results_are_measured_first(cli, workdir, monkeypatch):
     assert off.exit_code == 0 and json.loads(off.stdout)["transfer"] is None
     conflict = cli(*run, "--no-transfer", "--transfer-from", workdir / "other.json")
     assert conflict.exit_code == 2 and "--transfer-from needs transfer" in conflict.stderr
+
+
+CUDA_SOURCE = (
+    "#ifndef BLOCK\n#define BLOCK 64 // @tune values(64, 128, 1024)\n#endif\n"
+    "#if BLOCK > 512\n#error BLOCK is too large\n#endif\n"
+    "__global__ void k(float *x) {\n  __shared__ float s[BLOCK];\n  s[threadIdx.x] = x[0];\n"
+    "  __syncthreads();\n  x[threadIdx.x] = s[BLOCK - 1 - threadIdx.x];\n}\n"
+    "int main(void) { return 0; }\n"
+)
+
+
+@pytest.mark.parametrize("kernel_mode", [False, True])
+def test_a_cuda_tune_without_a_gpu_stops_at_once(cli, tmp_path, data_dir, monkeypatch, kernel_mode):
+    """Not one failing run timed by wall time: exit 1 with a pointer to --compile-only."""
+    monkeypatch.setattr("annotune.session.tuner.gpu_name", lambda: None)
+    monkeypatch.setenv("ANNOTUNE_DEVICE", "NVIDIA H100 PCIe")  # naming a GPU makes none appear
+    if kernel_mode:  # a declared kernel: tuned in kernel mode
+        for name in ("jacobi.cu", "params.cuh", "axpy.cuh"):
+            shutil.copy(data_dir / "kernel" / name, tmp_path / name)
+        source, args = tmp_path / "jacobi.cu", ["--kernel", "jacobi_step"]
+    else:
+        source, args = tmp_path / "k.cu", ["--mode", "program"]
+        source.write_text(CUDA_SOURCE)
+    result = cli("tune", source, "--budget", "4", *args)
+    assert result.exit_code == 1 and "Traceback" not in result.stderr
+    assert f"{source} is CUDA, and this machine has no CUDA GPU" in result.stderr
+    assert "--compile-only" in result.stderr
+    assert not (tmp_path / ".annotune").exists()  # nothing compiled, run or stored
+
+
+def test_arch_needs_compile_only(cli, workdir):
+    result = cli("tune", workdir / "synthetic.c", "--arch", "sm_90")
+    assert result.exit_code == 2 and "--arch works with --compile-only" in result.stderr
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+def test_compile_only_compiles_for_the_architecture_and_runs_nothing(cli, tmp_path, monkeypatch):
+    monkeypatch.setattr("annotune.session.tuner.gpu_name", lambda: None)
+    source = tmp_path / "k.cu"
+    source.write_text(CUDA_SOURCE)
+    report = cli.json("tune", source, "--compile-only", "--arch", "sm_90", "--json")
+    assert (report["compiled"], report["failed"], report["cached"]) == (2, 1, 0)
+    assert report["seconds"] > 0 and report["arch"] == "sm_90"
+    assert report["command"].startswith("nvcc -arch=sm_90 ")
+    (kind,) = report["failures"]
+    assert kind["count"] == 1 and kind["params"] == {"BLOCK": 1024}
+    assert "BLOCK is too large" in kind["error"]
+    assert report["kernels"]["_Z1kPf"]["shared_bytes"] == [256, 512]
+    assert not (tmp_path / ".annotune" / "results.db").exists()  # no study: nothing measured
+
+    text = cli("tune", source, "--compile-only", "--device", "H100")  # sm_90 from the GPU table
+    assert text.exit_code == 0, text.stderr
+    assert "compiled      2 of 3 configurations (3 legal) in " in text.stdout
+    assert ": 1 failed, 3 from the compile cache" in text.stdout
+    assert "invalid       1 compile_error, e.g. {'BLOCK': 1024}: " in text.stdout
+    assert re.search(r"kernel +_Z1kPf: registers \d+(-\d+)?, shared 256-512 B", text.stdout)
+
+    source.write_text("#error never compiles\n" + CUDA_SOURCE)
+    broken = cli("tune", source, "--compile-only")
+    assert broken.exit_code == 1 and "no configuration compiled" in broken.stderr
+
+
+READS_ITS_INPUT = """#include <stdio.h>
+#ifndef X
+#define X 1 // @tune values(1, 2)
+#endif
+int main(int argc, char **argv) {
+  int n = 0;
+  FILE *input = fopen(argv[1], "r");
+  if (!input || fscanf(input, "%d", &n) != 1) { perror(argv[1]); return 1; }
+  printf("annotune-time-ms: %d\\n", n + X);
+  return 0;
+}
+"""
+
+
+def test_input_files_are_found_where_annotune_was_started_or_where_told(cli, tmp_path, monkeypatch):
+    """`annotune tune src/reader.c --arg size.txt` from the project root reads ./size.txt;
+    `run_dir` in annotune.toml (from the config's directory) or `--run-dir` say otherwise."""
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    (project / "src" / "reader.c").write_text(READS_ITS_INPUT)
+    for directory, size in ((project, 20), (project / "data", 30), (tmp_path / "other", 40)):
+        directory.mkdir(exist_ok=True)
+        (directory / "size.txt").write_text(str(size))
+    run = ["--arg", "size.txt", "--budget", "2", "--recheck", "0", "--fresh", *ARGS]
+    monkeypatch.chdir(project)
+    here = cli("tune", "src/reader.c", *run)
+    assert here.exit_code == 0, here.stderr
+    assert f"run in        {project}\n" in here.stdout
+    assert "default       21 ms" in here.stdout
+
+    (project / "annotune.toml").write_text('[[file]]\npath = "src/reader.c"\nrun_dir = "data"\n')
+    monkeypatch.chdir(tmp_path)
+    configured = cli.json("tune", "project/src/reader.c", *run, "--json")
+    assert configured["run_dir"] == str(project / "data")
+    assert configured["default"]["time"] == 31.0
+    told = cli.json("tune", "project/src/reader.c", *run, "--run-dir", "other", "--json")
+    assert told["run_dir"] == str(tmp_path / "other") and told["default"]["time"] == 41.0
+
+
+def test_a_time_in_seconds_is_read_as_milliseconds(cli, tmp_path):
+    source = tmp_path / "seconds.c"
+    source.write_text(
+        "#include <stdio.h>\n#ifndef X\n#define X 1 // @tune values(1, 2)\n#endif\n"
+        'int main(void) { printf("took %g s\\n", 0.0123 * X); return 0; }\n'
+    )
+    regex = ["--time-regex", r"took ([0-9.]+) s", "--time-unit", "s"]
+    report = cli.json("tune", source, "--budget", "2", "--recheck", "0", *regex, "--json", *ARGS)
+    assert report["default"]["time"] == pytest.approx(12.3)
+    assert report["timing"] == "regex"
+
+
+def test_the_configs_environment_reaches_the_program_and_its_header(cli, tmp_path, monkeypatch):
+    monkeypatch.delenv("OMP_PROC_BIND", raising=False)
+    source = tmp_path / "threads.c"
+    source.write_text(
+        "#include <stdio.h>\n#include <stdlib.h>\n"
+        "#ifndef X\n#define X 1 // @tune values(1, 2)\n#endif\n"
+        'int main(void) { printf("annotune-time-ms: %d\\n",'
+        ' 10 * atoi(getenv("OMP_NUM_THREADS")) + X); return 0; }\n'
+    )
+    (tmp_path / "annotune.toml").write_text(
+        '[[file]]\npath = "threads.c"\n[file.env]\nOMP_NUM_THREADS = "3"\n'
+    )
+    report = cli.json("tune", source, "--budget", "2", "--recheck", "0", "--json", *ARGS)
+    assert report["default"]["time"] == 31.0  # the program saw the 3 threads
+    assert "environment:   OMP_NUM_THREADS=3" in Path(report["header"]).read_text()

@@ -12,7 +12,7 @@ import pytest
 
 from annotune.builder.compiler import PRESETS
 from annotune.core.records import BuildResult
-from annotune.run.program import ProgramRunner, RunSpec
+from annotune.run.program import TIMING_VARIABLES, ProgramRunner, RunSpec
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
 
@@ -234,3 +234,54 @@ def test_a_timeout_is_retried_once(tmp_path):
     assert m.status == "ok" and m.time == 3.0
     hangs = program(tmp_path, "int main(void) { sleep(5); return 0; }")
     assert ProgramRunner(spec).measure(hangs).status == "timeout"
+
+
+@pytest.mark.parametrize(
+    ("printed", "unit"),
+    [("0.0015 s", "s"), ("1.5 ms", "ms"), ("1500 us", "us"), ("1.5e6 ns", "ns")],
+)
+def test_a_regex_time_is_converted_from_its_unit_to_milliseconds(tmp_path, printed, unit):
+    build = program(tmp_path, f'int main(void) {{ printf("took {printed}\\n"); return 0; }}')
+    spec = RunSpec(repeats=1, warmup=0, time_regex=r"took ([0-9.e]+) \w+", time_unit=unit)
+    assert ProgramRunner(spec).measure(build).time == pytest.approx(1.5)
+
+
+def test_env_reaches_every_run_with_the_configurations_values(tmp_path, monkeypatch):
+    monkeypatch.setenv("ANNOTUNE_TEST_INHERITED", "3")
+    build = program(
+        tmp_path,
+        'int main(void) { printf("annotune-time-ms: %d\\n",'
+        ' atoi(getenv("TIME_MS")) + atoi(getenv("ANNOTUNE_TEST_INHERITED"))); return 0; }',
+    )
+    spec = RunSpec(repeats=1, warmup=0, env=(("TIME_MS", "{A}0"),))
+    assert ProgramRunner(spec).measure(build).time == 13.0  # A=1: "10", plus what annotune has
+    assert spec.environment({"A": 4.0})["TIME_MS"] == "40"  # a whole float as an integer
+
+
+def test_the_environment_that_changes_times_is_part_of_the_study_key(monkeypatch):
+    for name in TIMING_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    plain = RunSpec()
+    assert "environment" not in plain.to_json() and "time_unit" not in plain.to_json()
+    monkeypatch.setenv("OMP_NUM_THREADS", "4")
+    monkeypatch.setenv("HOME", "/elsewhere")  # changes no time: not in the key
+    env = (("OMP_PROC_BIND", "close"), ("OMP_NUM_THREADS", "{T}"))
+    spec = RunSpec(env=env, time_regex=r"took (\S+) s", time_unit="s")
+    assert spec.to_json()["environment"] == {"OMP_NUM_THREADS": "{T}", "OMP_PROC_BIND": "close"}
+    assert spec.to_json()["time_unit"] == "s"
+    assert plain.to_json()["environment"] == {"OMP_NUM_THREADS": "4"}
+    assert spec.environment({"T": 8}) == {"OMP_NUM_THREADS": "8", "OMP_PROC_BIND": "close"}
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"time_unit": "min"}, "unknown time unit 'min'"),
+        ({"time_unit": "s"}, "there is none"),
+        ({"env": (("A=B", "1"),)}, "cannot be an environment variable's name"),
+        ({"env": (("A", "{}"),)}, "names no parameter"),
+    ],
+)
+def test_unusable_time_units_and_environments_are_refused(fields, message):
+    with pytest.raises(ValueError, match=message):
+        RunSpec(**fields)

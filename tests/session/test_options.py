@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from annotune.annotate.problem import Problem, RunSettings
+from annotune.annotate.problem import EnvSetting, Problem, RunSettings, TunableParam
 from annotune.builder import CompilerCommand
-from annotune.core.diagnostics import AnnotuneError
+from annotune.core.diagnostics import AnnotuneError, Location
 from annotune.run.program import RunSpec
 from annotune.session.options import TuneArguments, tune_options
 from annotune.session.tuner import TuneOptions
@@ -114,5 +114,61 @@ def test_an_unusable_configured_setting_is_a_user_error_too():
     ],
 )
 def test_combinations_that_never_work_are_refused_up_front(fields, message):
+    with pytest.raises(AnnotuneError, match=message):
+        TuneArguments(**fields)
+
+
+def test_the_run_directory_is_run_dir_over_the_config_over_where_tune_is_called(tmp_path):
+    configured = tmp_path / "data"
+    given = tmp_path / "other"
+    configured.mkdir()
+    given.mkdir()
+    settings = RunSettings(run_dir=str(configured))
+    assert tune_options(problem(), TuneArguments()).run.cwd is None  # tune: the current dir
+    assert tune_options(problem(settings), TuneArguments()).run.cwd == configured
+    assert tune_options(problem(settings), TuneArguments(run_dir=given)).run.cwd == given
+
+
+def test_a_relative_run_dir_is_from_where_annotune_was_started(tmp_path, monkeypatch):
+    (tmp_path / "inputs").mkdir()
+    monkeypatch.chdir(tmp_path)
+    options = tune_options(problem(), TuneArguments(run_dir=Path("inputs")))
+    assert options.run.cwd == tmp_path.resolve() / "inputs"
+
+
+def test_the_time_unit_is_the_command_lines_else_the_configs():
+    configured = RunSettings(time_regex=r"took ([0-9.]+)", time_unit="s")
+    assert tune_options(problem(configured), TuneArguments()).run.time_unit == "s"
+    given = TuneArguments(time_unit="us")
+    assert tune_options(problem(configured), given).run.time_unit == "us"
+    assert tune_options(problem(), TuneArguments()).run.time_unit == "ms"
+    with pytest.raises(AnnotuneError, match="--time-regex"):
+        tune_options(problem(), given)  # a unit of nothing
+
+
+def env_problem(value: str) -> Problem:
+    where = Location("annotune.toml", 7, 19)
+    threads = TunableParam("THREADS", (1, 2, 4), 1, "config", True, where, "values(1, 2, 4)")
+    settings = RunSettings(env=(EnvSetting("OMP_NUM_THREADS", value, where),))
+    return Problem(Path("k.c"), "c", (threads,), (), ("k.c",), settings=settings)
+
+
+def test_the_configs_environment_is_passed_once_it_names_parameters():
+    options = tune_options(env_problem("{THREADS}"), TuneArguments())
+    assert options.run.env == (("OMP_NUM_THREADS", "{THREADS}"),)
+    with pytest.raises(AnnotuneError, match="{THREAD} in env OMP_NUM_THREADS") as caught:
+        tune_options(env_problem("x{THREAD}"), TuneArguments())
+    assert caught.value.location == Location("annotune.toml", 7, 20)  # at the "{"
+    assert "THREADS" in caught.value.hint
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"time_unit": "min"}, "--time-unit must be one of s, ms, us, ns, not 'min'"),
+        ({"run_dir": Path("/no/such/directory")}, "--run-dir: no such directory"),
+    ],
+)
+def test_a_bad_time_unit_or_run_dir_is_refused_naming_the_option(fields, message):
     with pytest.raises(AnnotuneError, match=message):
         TuneArguments(**fields)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,8 @@ from annotune.annotate import read_problem
 from annotune.builder import CompilerCommand
 from annotune.core.records import Measurement
 from annotune.results.database import Database, StudyKey, default_db_path
-from annotune.run.program import RunSpec
+from annotune.run.program import TIMING_VARIABLES, RunSpec
+from annotune.session.options import TuneArguments, tune_options
 from annotune.session.tuner import GIVE_UP_AFTER, TuneOptions, tune
 from annotune.transfer.features import lookup
 
@@ -224,14 +226,15 @@ int main(void) {
 def test_a_run_killed_from_outside_is_retried_and_never_stored(tmp_path):
     (tmp_path / "k.c").write_text(KILLED_ONCE)
     problem = read_problem(tmp_path / "k.c")
-    report = tune(problem, options(budget=3, recheck=0))
+    run = RunSpec(timeout=1.0, warmup=0, repeats=1, max_repeats=1, cwd=tmp_path)  # for ran-2
+    report = tune(problem, options(budget=3, recheck=0, run=run))
     assert report.transient == 1 and report.invalid == 0
     with Database(report.db_path) as db:
         (study,) = db.studies()
         stored = {m.params["X"]: m.status for m in db.measurements(study)}
     assert stored == {1: "ok", 2: "ok"}  # X=2 failed once, then ran; X=3 is not kept
     assert any("transient" in note for note in report.notes)
-    again = tune(problem, options(budget=3, recheck=0))
+    again = tune(problem, options(budget=3, recheck=0, run=run))
     assert again.reused == 2 and again.transient == 1  # X=3 is measured again
 
 
@@ -253,7 +256,7 @@ int main(void) {
 
 def test_a_default_that_drifts_marks_the_tune_noisy(tmp_path):
     (tmp_path / "d.c").write_text(DRIFTING)
-    run = RunSpec(timeout=5.0, warmup=0, repeats=6, max_repeats=6)
+    run = RunSpec(timeout=5.0, warmup=0, repeats=6, max_repeats=6, cwd=tmp_path)  # for "runs"
     report = tune(read_problem(tmp_path / "d.c"), options(budget=12, drift_every=5, run=run))
     assert report.drift is not None and len(report.drift.medians) == 2
     assert report.drift.noisy and report.drift.largest > 0.3
@@ -268,5 +271,91 @@ def test_the_report_says_when_the_compiler_lists_no_dependencies(workdir):
     compiler = CompilerCommand.parse(f"{wrapper} {{source}} -o {{output}}")
     report = tune(read_problem(workdir / "synthetic.c"), options(budget=2, compiler=compiler))
     assert any("does not list the files it reads" in note for note in report.notes)
+    assert any("tuned values were not checked" in note for note in report.notes)
     tracked = tune(read_problem(workdir / "synthetic.c"), options(budget=2))
     assert not any("does not list" in note for note in tracked.notes)
+
+
+THREADED = """#include <stdio.h>
+#include <stdlib.h>
+#ifndef X
+#define X 1 // @tune values(1, 2)
+#endif
+int main(void) {
+  /* As an OpenMP program on an idle machine: the more threads, the faster. */
+  const char *threads = getenv("OMP_NUM_THREADS");
+  printf("annotune-time-ms: %d\\n", 120 / (threads ? atoi(threads) : 1) + X);
+  return 0;
+}
+"""
+
+
+@pytest.fixture
+def no_timing_environment(monkeypatch):
+    """Whatever annotune's own environment sets for threads and GPUs, the tests set alone."""
+    for name in TIMING_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_a_changed_thread_count_in_annotunes_environment_starts_a_new_study(
+    tmp_path, monkeypatch, no_timing_environment
+):
+    (tmp_path / "t.c").write_text(THREADED)
+    problem = read_problem(tmp_path / "t.c")
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    first = tune(problem, options(budget=2, recheck=0))
+    assert first.default.time == 61.0  # the program saw the 2 threads
+    assert "environment:   OMP_NUM_THREADS=2\n" in first.header.read_text()
+    monkeypatch.setenv("OMP_NUM_THREADS", "4")
+    other = tune(problem, options(budget=2, recheck=0))
+    assert other.reused == 0 and other.default.time == 31.0
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    assert tune(problem, options(budget=2, recheck=0)).reused == 2  # the first study's again
+
+
+def test_an_environment_variable_can_be_tuned(tmp_path, no_timing_environment):
+    (tmp_path / "t.c").write_text(THREADED)
+    (tmp_path / "annotune.toml").write_text(
+        '[[file]]\npath = "t.c"\n'
+        '[file.params]\nTHREADS = { domain = "values(1, 2, 3)", default = 1 }\n'
+        '[file.env]\nOMP_NUM_THREADS = "{THREADS}"\nOMP_PROC_BIND = "close"\n'
+    )
+    problem = read_problem(tmp_path / "t.c")
+    report = tune(problem, tune_options(problem, TuneArguments(budget=6, recheck=0, warmup=0)))
+    with Database(report.db_path) as db:
+        (study,) = db.studies()
+        times = {(m.params["THREADS"], m.params["X"]): m.time for m in db.measurements(study)}
+    assert times == {(t, x): 120 // t + x for t in (1, 2, 3) for x in (1, 2)}
+    assert report.best.params == {"X": 1, "THREADS": 3}
+    assert "environment:   OMP_NUM_THREADS=3, OMP_PROC_BIND=close\n" in report.header.read_text()
+
+
+READS_ITS_INPUT = """#include <stdio.h>
+#ifndef X
+#define X 1 // @tune values(1, 2)
+#endif
+int main(int argc, char **argv) {
+  int n = 0;
+  FILE *input = fopen(argv[1], "r");
+  if (!input || fscanf(input, "%d", &n) != 1) { perror(argv[1]); return 1; }
+  printf("annotune-time-ms: %d\\n", n + X);
+  return 0;
+}
+"""
+
+
+def test_programs_run_where_tune_is_called_unless_told_otherwise(tmp_path, monkeypatch):
+    source = tmp_path / "src" / "reader.c"
+    source.parent.mkdir()
+    source.write_text(READS_ITS_INPUT)
+    (tmp_path / "size.txt").write_text("20")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "size.txt").write_text("30")
+    monkeypatch.chdir(tmp_path)
+    run = RunSpec(args=("size.txt",), warmup=0, repeats=1, max_repeats=1)
+    here = tune(read_problem(source), options(budget=1, recheck=0, run=run))
+    assert here.run_dir == tmp_path and here.default.time == 21.0
+    assert here.to_json()["run_dir"] == str(tmp_path)
+    told = replace(run, cwd=tmp_path / "data")
+    there = tune(read_problem(source), options(budget=1, recheck=0, run=told, fresh=True))
+    assert there.run_dir == tmp_path / "data" and there.default.time == 31.0

@@ -1,0 +1,208 @@
+"""The values the compiler sees: each compiled variant's tuned macros, read back with the
+compiler's own preprocessor.
+
+A `-D` flag or a rewritten copy is what annotune asks for; what the program gets is the
+compiler's decision. A definition annotune did not read (in a header found through a flag it
+does not know, a second unguarded `#define`, the compile command's own `-D`) wins without a
+word, and the variant measured would not be the configuration recorded. So once a variant has
+compiled, the same command is run preprocess-only (`-E -dM`: every flag, define and include
+kept, `{output}` becoming the macro list; nvcc's preprocessor is its host compiler's, so
+`-Xcompiler -dM`), and every tuned macro must have its value there. Only on a mismatch (or a
+macro `#undef`'d by the end) does one more run (`-dD`: each definition in place, with line
+markers) find the definition the compiler used, for the message.
+
+Pragma literals are not macros: their rewritten text is what the compiler reads.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import NamedTuple
+
+from annotune.annotate.grammar import parse_number
+from annotune.annotate.problem import TunableParam
+from annotune.builder.compiler import CompileResult, run_compiler
+from annotune.core.diagnostics import Location
+from annotune.core.records import Number
+
+# The drivers that take gcc's preprocessor options: gcc, g++, cc, c++, clang, clang++, nvc,
+# nvc++, with a target prefix or a version suffix; nvcc takes them through -Xcompiler.
+_GNU_DRIVER = re.compile(
+    r"(?:[\w.+-]+-)?(?:g?cc|g\+\+|c\+\+|clang(?:\+\+)?|nvc(?:\+\+)?)(?:-[\d.]+)?"
+)
+_NVCC = re.compile(r"nvcc(?:-[\d.]+)?")
+
+# Inputs other than the source: a preprocess-only run takes one input and writes one output.
+_INPUT_SUFFIXES = frozenset(
+    (".c", ".cc", ".cp", ".cpp", ".cxx", ".c++", ".cu", ".o", ".obj", ".a", ".so", ".lib")
+)
+# Dependency output: irrelevant to the macros, and refused by nvcc together with -E.
+_DEPENDENCY_FLAGS = frozenset(
+    ("-MD", "-MMD", "-MP", "--generate-dependencies-with-compile",
+     "--generate-nonsystem-dependencies-with-compile")
+)  # fmt: skip
+_DEPENDENCY_VALUE_FLAGS = frozenset(("-MF", "-MT", "-MQ", "--dependency-output"))
+# Options whose next argument is their value, which may look like an input file.
+_VALUE_FLAGS = frozenset(
+    ("-o", "-x", "-include", "-imacros", "--pre-include", "-I", "-isystem", "-iquote",
+     "-idirafter", "-L", "-Xlinker", "-Xcompiler", "-Xptxas", "-Xnvlink", "-Xpreprocessor")
+)  # fmt: skip
+
+_MARKER = re.compile(r'# (\d+) "((?:[^"\\]|\\.)*)"')
+
+
+class Tuned(NamedTuple):
+    """A macro annotune set: its name, its value in this variant, and where annotune set it."""
+
+    name: str
+    value: Number
+    location: Location
+
+
+def checks_values(executable: str) -> bool:
+    """Whether annotune knows how to run this compiler preprocess-only (`preprocess_command`);
+    a command of another compiler is compiled unchecked."""
+    name = os.path.basename(executable)
+    return bool(_NVCC.fullmatch(name) or _GNU_DRIVER.fullmatch(name))
+
+
+def preprocess_command(argv: Sequence[str], source: str, letter: str) -> list[str]:
+    """`argv`, a rendered compile of `source` by a compiler that `checks_values`, turned into a
+    preprocess-only run that lists the macros (`-dM`; `-dD`: each definition in place) where the
+    compile wrote its program: the same flags, defines and includes; no other input file and
+    no dependency output."""
+    nvcc = _NVCC.fullmatch(os.path.basename(argv[0]))
+    kept: list[str] = [argv[0], "-E", *(("-Xcompiler",) if nvcc else ()), f"-d{letter}"]
+    skip = False
+    for index, arg in enumerate(argv[1:], start=1):
+        previous = argv[index - 1]
+        if skip:
+            skip = False
+        elif arg in _DEPENDENCY_VALUE_FLAGS:
+            skip = True
+        elif arg in _DEPENDENCY_FLAGS or (
+            arg != source
+            and previous not in _VALUE_FLAGS
+            and os.path.splitext(arg)[1].lower() in _INPUT_SUFFIXES
+        ):
+            continue
+        else:
+            kept.append(arg)
+    return kept
+
+
+def check_values(
+    argv: Sequence[str], source: str, dump: Path, tuned: Sequence[Tuned], timeout: float
+) -> CompileResult:
+    """Whether every `tuned` macro has its value for the compiler; `argv` is the compile of
+    `source` with `{output}` rendered as `dump`. A failure names each macro, the value the
+    compiler sees, the tuned one and the definition that won (FILE:LINE)."""
+    done = _run(preprocess_command(argv, source, "M"), dump, timeout)
+    if isinstance(done, CompileResult):
+        return done
+    seconds, text = done
+    seen = _macro_values(text, {t.name for t in tuned})
+    doubtful = [t for t in tuned if not _agrees(seen.get(t.name), t.value)]
+    if not doubtful:
+        return CompileResult(True, seconds)
+    located = _run(preprocess_command(argv, source, "D"), dump, timeout)
+    definitions: dict[str, tuple[str, str, int]] = {}
+    if not isinstance(located, CompileResult):
+        seconds += located[0]
+        definitions = _last_definitions(located[1], {t.name for t in doubtful})
+    problems = []
+    for macro in doubtful:
+        found = definitions.get(macro.name)
+        value = seen.get(macro.name)
+        if value is None:  # undefined by the end: what counts is the last definition
+            if found is None or _agrees(found[0], macro.value):
+                continue
+            value = found[0]
+        problems.append(_mismatch(macro, value, found))
+    if not problems:
+        return CompileResult(True, seconds)
+    said = "tuned value not seen by the compiler: " + "; ".join(problems)
+    return CompileResult(False, seconds, said)
+
+
+def _run(command: list[str], dump: Path, timeout: float) -> CompileResult | tuple[float, str]:
+    """The preprocessor's output and its time, or why there is none (`transient` kept)."""
+    done = run_compiler(command, timeout)
+    if done.ok:
+        try:
+            return done.seconds, dump.read_text(errors="replace")
+        except OSError as error:
+            return CompileResult(False, done.seconds, f"no macro list written: {error.strerror}")
+    said = done.error.removeprefix("compile failed: ")
+    return replace(done, error=f"cannot check the tuned values (preprocessing failed): {said}")
+
+
+def _macro_values(text: str, names: set[str]) -> dict[str, str]:
+    """The value of each of `names` in a `-dM` listing (one `#define NAME VALUE` a line)."""
+    values = {}
+    for line in text.splitlines():
+        if line.startswith("#define "):
+            name, _, value = line[8:].partition(" ")
+            if name in names:
+                values[name] = value.strip()
+    return values
+
+
+def _last_definitions(text: str, names: set[str]) -> dict[str, tuple[str, str, int]]:
+    """Each of `names`' last definition in a `-dD` listing: (value, file, line), read from the
+    line markers (`# LINE "FILE" FLAGS`) and the lines that follow each."""
+    found: dict[str, tuple[str, str, int]] = {}
+    file, line = "", 0
+    for text_line in text.splitlines():
+        if text_line.startswith("# ") and (marker := _MARKER.match(text_line)):
+            file = re.sub(r"\\(.)", r"\1", marker.group(2))
+            line = int(marker.group(1))
+            continue
+        if text_line.startswith("#define "):
+            name, _, value = text_line[8:].partition(" ")
+            if name in names:
+                found[name] = (value.strip(), file, line)
+        line += 1
+    return found
+
+
+def _mismatch(macro: Tuned, value: str, found: tuple[str, str, int] | None) -> str:
+    set_at = f"{macro.location.file}:{macro.location.line}"
+    said = f"the compiler sees {macro.name} = {value or '(empty)'}, not the tuned {macro.value}"
+    if found is None:
+        return f"{set_at}: error: {said} annotune set here"
+    where = found[1] if found[2] == 0 else f"{found[1]}:{found[2]}"
+    if (os.path.abspath(found[1]), found[2]) == (
+        os.path.abspath(macro.location.file),
+        macro.location.line,
+    ):
+        return f"{where}: error: {said}: the compiler read the original of this file, not its copy"
+    return f"{where}: error: {said}: this definition wins over annotune's ({set_at})"
+
+
+def _agrees(text: str | None, value: Number) -> bool:
+    return text is not None and macro_number(text) == value
+
+
+def macro_number(text: str) -> Number | None:
+    """The number a macro's replacement text is, if it is a (signed, parenthesized) literal,
+    as the front end reads a `#define`'s default; None otherwise."""
+    text = text.strip()
+    while text.startswith("(") and text.endswith(")"):
+        text = text[1:-1].strip()
+    if text in ("true", "false"):
+        return int(text == "true")
+    sign = text[:1] if text[:1] in ("+", "-") else ""
+    try:
+        return parse_number(sign + text[len(sign) :].strip())
+    except ValueError:
+        return None
+
+
+def tuned_macros(params: Sequence[TunableParam], values: Mapping[str, Number]) -> list[Tuned]:
+    """The macros of a configuration: every parameter but a pragma literal, which is no macro."""
+    return [Tuned(p.name, values[p.name], p.location) for p in params if p.origin != "literal"]

@@ -1,0 +1,215 @@
+"""`annotune tune --compile-only`: compile the configurations a tune would start with, run none.
+
+For a machine without the GPU (a login node): does every variant compile, and what does each
+kernel cost in registers, shared memory and spills? Without measurements a search learns
+nothing, so the configurations are the ones every tune compiles first, the default, and then
+the random strategy's first picks under the tune's seed: a uniform sample of the legal space.
+
+Compiles go through the tune's `Builder`, in parallel (`jobs`), into the same compile cache, so
+every result, failures included, is kept there under its compile command, and a later tune that
+compiles with the same command reuses it. Nothing is written to the results database: a study
+holds measurements on a device, and here there is neither.
+
+The architecture: `arch` ("sm_90"), else the compute capability of `--device`'s entry in the GPU
+table, else nvcc's default. Kernel mode compiles cubins as a tune does (for an architecture
+named here, the very command a tune on such a GPU runs); program mode adds `-arch=sm_XY` to the
+program's nvcc command.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from annotune.annotate import Problem, problem_space
+from annotune.builder import Builder, CompilerCommand, cubin_compiler, default_compiler
+from annotune.builder.compiler import sm, with_arch
+from annotune.core.diagnostics import AnnotuneError
+from annotune.core.records import BuildResult, Candidates, KernelResources
+from annotune.search import create
+from annotune.session.tuner import _NUMBER, FailureKind, TuneOptions
+from annotune.transfer.features import lookup
+
+_ARCH = re.compile(r"sm_(\d+)(\d)")
+
+
+@dataclass(frozen=True)
+class KernelRange:
+    """One kernel's resources over the configurations that compiled: (least, most) of each."""
+
+    kernel: str  # as ptxas names it (mangled)
+    compiled: int  # configurations whose build holds this kernel
+    registers: tuple[int, int]
+    shared_bytes: tuple[int, int]
+    spill_stores: tuple[int, int]  # bytes
+    spill_loads: tuple[int, int]
+    spilling: int  # configurations in which it spills at all
+
+    @classmethod
+    def of(cls, kernel: str, resources: Sequence[KernelResources]) -> KernelRange:
+        def span(values: list[int]) -> tuple[int, int]:
+            return min(values), max(values)
+
+        return cls(
+            kernel,
+            len(resources),
+            span([r.registers for r in resources]),
+            span([r.shared_bytes for r in resources]),
+            span([r.spill_stores for r in resources]),
+            span([r.spill_loads for r in resources]),
+            sum(1 for r in resources if r.spill_stores or r.spill_loads),
+        )
+
+    def to_json(self) -> dict:
+        return {
+            "compiled": self.compiled,
+            "registers": list(self.registers),
+            "shared_bytes": list(self.shared_bytes),
+            "spill_stores": list(self.spill_stores),
+            "spill_loads": list(self.spill_loads),
+            "spilling": self.spilling,
+        }
+
+
+@dataclass(frozen=True)
+class CompileReport:
+    """What `compile_only` found; `transient` compiles (the machine's failure, retried once)
+    are neither compiled nor failed: they say nothing about their configuration."""
+
+    command: str  # the compiler's identity: the command and its version
+    arch: str | None  # "sm_90"; None: nvcc's default (or not a CUDA compile)
+    space_size: int | None  # legal configurations; None when too many to count
+    compiled: int
+    failed: int
+    transient: int
+    cached: int  # compiled or failed before: served from the compile cache
+    seconds: float  # wall time
+    failures: tuple[FailureKind, ...] = ()  # the most common first
+    kernels: tuple[KernelRange, ...] = ()
+
+    def to_json(self) -> dict:
+        return {
+            "compiled": self.compiled,
+            "failed": self.failed,
+            "transient": self.transient,
+            "cached": self.cached,
+            "seconds": self.seconds,
+            "command": self.command,
+            "arch": self.arch,
+            "space_size": self.space_size,
+            "failures": [f.to_json() for f in self.failures],
+            "kernels": {k.kernel: k.to_json() for k in self.kernels},
+        }
+
+
+def compile_configurations(
+    problem: Problem, options: TuneOptions, arch: str | None = None
+) -> CompileReport:
+    """Compile `options.budget` configurations of `problem` (all legal ones when None) as
+    `tune` would, run none, and report compiles, failures and kernel resources.
+
+    AnnotuneError when `arch` is not "sm_XY", `--device` names no NVIDIA GPU of the table, or
+    the compile command cannot take an architecture.
+    """
+    started = time.monotonic()
+    space = problem_space(problem)
+    rng = np.random.default_rng(options.seed)
+    legal, legal_count = space.search_rows(rng)
+    cuda = problem.language == "cuda" or _kernel_mode(problem, options.mode)
+    capability = _compute_capability(arch, options.device if cuda else None)
+    builder = Builder(
+        problem,
+        compiler=_compiler(problem, options, capability),
+        cache_dir=options.cache_dir or problem.source.parent / ".annotune" / "cache",
+        jobs=options.jobs,
+        timeout=options.compile_timeout,
+    )
+    default = space.to_dicts(space.default_row()[None, :])[0]
+    strategy = create("random")
+    strategy.start(Candidates(space.decode(legal), space.names), rng)
+    count = len(legal) if options.budget is None else options.budget
+    picks = space.to_dicts(legal[strategy.ask(count)])
+    configs = [default, *(c for c in picks if c != default)][:count]
+    builds = builder.build(configs)
+    retry = [i for i, b in enumerate(builds) if b.transient]
+    for i, build in zip(retry, builder.build([builds[i].params for i in retry]), strict=True):
+        builds[i] = build
+    return _report(builds, builder, capability, legal_count, time.monotonic() - started)
+
+
+def _kernel_mode(problem: Problem, mode: str) -> bool:
+    """Whether a tune would run in kernel mode (`tune`'s rule: auto is kernel when declared)."""
+    if mode not in ("program", "kernel", "auto"):
+        raise AnnotuneError(f"unknown mode {mode!r} (expected program, kernel or auto)")
+    return mode == "kernel" or (mode == "auto" and bool(problem.kernels))
+
+
+def _compute_capability(arch: str | None, device: str | None) -> tuple[int, int] | None:
+    """`arch` as a compute capability, else `device`'s from the GPU table, else None."""
+    if arch is not None:
+        match = _ARCH.fullmatch(arch)
+        if match is None:
+            raise AnnotuneError(f"--arch {arch!r} is not sm_XY", hint="e.g. --arch sm_90")
+        return int(match.group(1)), int(match.group(2))
+    if device is None:
+        return None
+    features = lookup(device)
+    if features is None or not features.values["vendor_nvidia"]:
+        raise AnnotuneError(
+            f"--device {device!r} is no NVIDIA GPU of annotune's table, so its architecture is "
+            "unknown",
+            hint="name the architecture with --arch sm_XY",
+        )
+    capability = round(features.values["compute_capability"] * 10)
+    return capability // 10, capability % 10
+
+
+def _compiler(
+    problem: Problem, options: TuneOptions, capability: tuple[int, int] | None
+) -> CompilerCommand | None:
+    """The tune's compile command for this mode, for `capability` when one is named."""
+    if _kernel_mode(problem, options.mode) and options.compiler is None:
+        return cubin_compiler(capability)
+    if capability is None:
+        return options.compiler
+    command = options.compiler or default_compiler(problem.language)
+    return with_arch(command.for_pragmas(problem.pragmas), capability)
+
+
+def _report(
+    builds: list[BuildResult],
+    builder: Builder,
+    capability: tuple[int, int] | None,
+    space_size: int | None,
+    seconds: float,
+) -> CompileReport:
+    failures: dict[str, FailureKind] = {}
+    resources: dict[str, list[KernelResources]] = {}
+    for build in builds:
+        if build.ok:
+            for kernel, used in build.resources.items():
+                resources.setdefault(kernel, []).append(used)
+        elif not build.transient:
+            kind = _NUMBER.sub("#", build.error)
+            known = failures.get(kind)
+            failures[kind] = (
+                FailureKind("compile_error", 1, build.error, dict(build.params))
+                if known is None
+                else replace(known, count=known.count + 1)
+            )
+    return CompileReport(
+        command=builder.identity(),
+        arch=sm(capability) if capability else None,
+        space_size=space_size,
+        compiled=sum(b.ok for b in builds),
+        failed=sum(f.count for f in failures.values()),
+        transient=sum(b.transient for b in builds),
+        cached=sum(b.cached for b in builds),
+        seconds=seconds,
+        failures=tuple(sorted(failures.values(), key=lambda f: -f.count)),
+        kernels=tuple(KernelRange.of(k, r) for k, r in sorted(resources.items())),
+    )
