@@ -123,11 +123,13 @@ class RunSpec:
         return {**inherited, **{name: _substitute(value, params) for name, value in self.env}}
 
     def to_json(self) -> dict:
-        """What changes a time: part of the results database's study key. The time unit and
-        the environment appear only when they say something, so that studies measured before
-        they were recorded still match."""
+        """What changes a time: part of the results database's study key. The run directory is
+        in it: arguments that name input files mean other files from elsewhere, and a failure
+        to find them must not be reused as the configuration's result. The time unit and the
+        environment appear only when they say something."""
         data = {
             "args": list(self.args),
+            "run_dir": str(self.cwd) if self.cwd is not None else None,
             "warmup": self.warmup,
             "repeats": self.repeats,
             "sampling": self.sampling.to_json(),

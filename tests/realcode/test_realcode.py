@@ -1,0 +1,113 @@
+"""A project laid out like third-party code, used as a new user would, from the command line.
+
+`project/` is our own small program shaped like a vendored benchmark: its knobs live in an
+unguarded header in another folder (`include/tinyconf.h`, with `#if`-chosen sizes), it reads
+an input file named relative to where it is run, prints its time in seconds, and builds with a
+Makefile that passes `-Iinclude`. Its `annotune.toml` declares the knob without touching it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from annotune.annotate import read_problem
+from annotune.emit import render_header, tuned_header_path, write_if_changed
+
+PROJECT = Path(__file__).parent / "project"
+
+pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
+
+
+@pytest.fixture
+def project(tmp_path):
+    root = tmp_path / "vendor project"  # a space in the path, as real checkouts have
+    shutil.copytree(PROJECT, root)
+    return root
+
+
+def annotune(*args, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "annotune", *map(str, args)],
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_scan_from_another_directory_reads_the_config_and_the_active_definitions(
+    project, tmp_path
+):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    done = annotune("scan", project / "src" / "smooth.c", "--json", cwd=elsewhere)
+    assert done.returncode == 0, done.stderr
+    (param,) = json.loads(done.stdout)["params"]
+    assert param["name"] == "TILE" and param["default"] == 8 and param["origin"] == "config"
+    assert param["location"]["file"].endswith("include/tinyconf.h")
+    assert param["location"]["line"] == 6
+
+
+def test_tune_from_the_project_root_runs_there_in_milliseconds(project):
+    done = annotune(
+        "tune", "src/smooth.c", "--budget", "3", "--max-repeats", "6", "--json", cwd=project
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert Path(report["run_dir"]) == project  # data/weights.txt is found from here
+    assert report["invalid"] == 0 and report["timing"] == "regex"
+    assert 0.5 < report["default"]["time"] < 5000  # seconds printed, milliseconds kept
+    elsewhere = project.parent / "other"
+    elsewhere.mkdir()
+    lost = annotune("tune", project / "src" / "smooth.c", "--budget", "2", cwd=elsewhere)
+    assert lost.returncode == 1 and "cannot open data/weights.txt" in lost.stderr
+    found = annotune(
+        "tune", project / "src/smooth.c", "--budget", "2", "--run-dir", project, cwd=elsewhere
+    )
+    assert found.returncode == 0, found.stderr
+
+
+def test_make_builds_the_tuned_values_into_the_unmodified_sources(project):
+    """A committed header tunes TILE to 32; the vendored header says 8, unguarded."""
+    problem = read_problem(project / "src" / "smooth.c")
+    header = tuned_header_path(problem.source, "test-gpu", None)
+    header.parent.mkdir(parents=True)
+    text = render_header(
+        problem,
+        {"TILE": 32},
+        device="test-gpu",
+        space_size=5,
+        measurements=5,
+        default_time=2.0,
+        best_time=1.0,
+        tool_version="test",
+    )
+    write_if_changed(header, text)
+    original = (project / "include" / "tinyconf.h").read_text()
+
+    plain = annotune("build", "src/smooth.c", "-o", "tuned.h", cwd=project,
+                     env={"ANNOTUNE_DEVICE": "test-gpu"})  # fmt: skip
+    assert plain.returncode == 2 and "include/tinyconf.h:6:9: error: TILE" in plain.stderr
+
+    make = subprocess.run(
+        ["make", f"ANNOTUNE={sys.executable} -m annotune", "CC=gcc"],
+        cwd=project,
+        env={**os.environ, "ANNOTUNE_DEVICE": "test-gpu"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert make.returncode == 0, make.stdout + make.stderr
+    ran = subprocess.run(
+        [str(project / "smooth"), "data/weights.txt"], cwd=project, capture_output=True, text=True
+    )
+    assert "tile 32 n 256" in ran.stdout  # the tuned value, and the active #if branch's size
+    assert (project / "include" / "tinyconf.h").read_text() == original  # never edited
