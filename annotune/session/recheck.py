@@ -3,10 +3,14 @@ side by side, interleaved (A B C D A B C D ...), so that a slow minute of a shar
 hurts every contender alike.
 
 Each round gives every configuration one sample; the speedup of a contender is the median of
-its per-round ratios baseline / contender, and its 95% interval comes from the order
-statistics of those ratios (`annotune.core.stats`), so no normal model of the noise is
-assumed. A contender wins only if its interval lies above 1; of several, the one with the
-highest median ratio. When none does, the baseline is kept, and the verdict says so.
+its per-round ratios baseline / contender, and its interval comes from the order statistics of
+those ratios (`annotune.core.stats`), so no normal model of the noise is assumed. The
+intervals hold together with 95% confidence (each at 1 - 0.05/k for k contenders), so that
+checking three contenders does not triple the chance of a false claim. A contender wins only
+if its interval lies above `min_speedup` (1 plus the measurement's own precision: two builds
+of the same code can differ by a percent through code layout alone, which is no tuning
+result); of several, the one with the highest median ratio. When none does, the baseline is
+kept, and the verdict says so.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from annotune.core.records import Number
-from annotune.core.stats import median_interval
+from annotune.core.stats import CONFIDENCE, median_interval
 
 Params = Mapping[str, Number]
 Sample = Callable[[Params], "float | str"]
@@ -28,11 +32,8 @@ class Contender:
     params: dict[str, Number]
     speedup: float | None  # median of the per-round ratios baseline / contender
     interval: tuple[float, float] | None
+    significant: bool = False  # the interval lies above the smallest speedup worth claiming
     error: str = ""  # why it dropped out (a failed sample)
-
-    @property
-    def significant(self) -> bool:
-        return self.interval is not None and self.interval[0] > 1.0
 
     def to_json(self) -> dict:
         return {
@@ -63,13 +64,19 @@ class Verdict:
 
 
 def recheck(
-    baseline: Params, contenders: Sequence[Params], sample: Sample, *, rounds: int
+    baseline: Params,
+    contenders: Sequence[Params],
+    sample: Sample,
+    *,
+    rounds: int,
+    min_speedup: float = 1.0,
 ) -> Verdict:
     """Interleave `rounds` samples of the baseline and each contender; judge as described in
     the module docstring. A contender whose sample fails drops out; a failing baseline ends
     the check with no claim."""
     if rounds < 1:
         raise ValueError("the final check needs at least one round")
+    confidence = 1.0 - (1.0 - CONFIDENCE) / max(1, len(contenders))
     alive = {i: [] for i in range(len(contenders))}
     errors: dict[int, str] = {}
     base: list[float] = []
@@ -88,11 +95,13 @@ def recheck(
     judged = []
     for i, params in enumerate(contenders):
         if i in errors:
-            judged.append(Contender(dict(params), None, None, errors[i]))
+            judged.append(Contender(dict(params), None, None, error=errors[i]))
             continue
         ratios = [b / c for b, c in zip(base, alive[i], strict=True) if c > 0]
         speedup = statistics.median(ratios) if ratios else None
-        judged.append(Contender(dict(params), speedup, median_interval(ratios)))
+        interval = median_interval(ratios, confidence)
+        significant = interval is not None and interval[0] > min_speedup
+        judged.append(Contender(dict(params), speedup, interval, significant))
     winners = sorted((c for c in judged if c.significant), key=lambda c: -c.speedup)
     if winners:
         best = winners[0]

@@ -718,7 +718,13 @@ class _Session:
             m = self.measurer.sample(builds[config_key(params)])
             return m.time if m.time is not None else f"{m.status}: {m.error}"
 
-        return recheck(self.baseline_params, contenders, sample, rounds=self.options.recheck_rounds)
+        return recheck(
+            self.baseline_params,
+            contenders,
+            sample,
+            rounds=self.options.recheck_rounds,
+            min_speedup=1.0 + self.options.run.stable_within,
+        )
 
     def finish(self, interrupted: bool, db_path: Path, prior: Prior) -> TuneReport:
         p = self.progress

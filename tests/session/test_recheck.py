@@ -63,3 +63,24 @@ def test_a_failing_contender_drops_out_and_a_failing_baseline_claims_nothing():
 def test_too_few_rounds_for_an_interval_claim_nothing():
     verdict = recheck(BASE, [FAST], lambda p: 10.0 if p == BASE else 5.0, rounds=5)
     assert verdict.kept_baseline and verdict.contenders[0].speedup == 2.0
+
+
+def test_a_speedup_below_the_measurement_precision_is_not_claimed():
+    """Two builds of the same code can differ by a percent through code layout alone."""
+
+    def one_percent(params, count=[0]):  # noqa: B006  (a counter across calls)
+        count[0] += 1
+        return {1: 10.0, 2: 10.0 / 1.01}[params["A"]] * (1 + 0.001 * (count[0] % 3 - 1))
+
+    assert recheck(BASE, [FAST], one_percent, rounds=20).winner == FAST  # measurably faster
+    practical = recheck(BASE, [FAST], one_percent, rounds=20, min_speedup=1.02)
+    assert practical.kept_baseline and practical.contenders[0].speedup > 1.0
+
+
+def test_intervals_widen_with_the_number_of_contenders():
+    def exact(params):
+        return {1: 10.0, 2: 9.0, 3: 9.5, 4: 9.8}[params["A"]] * (1 + 0.01 * (params["A"] % 2))
+
+    one = recheck(BASE, [FAST], exact, rounds=20).contenders[0].interval
+    three = recheck(BASE, [FAST, SAME, {"A": 4}], exact, rounds=20).contenders[0].interval
+    assert three[0] <= one[0] and three[1] >= one[1]
