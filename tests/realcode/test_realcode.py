@@ -28,7 +28,8 @@ pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not 
 @pytest.fixture
 def project(tmp_path):
     root = tmp_path / "vendor project"  # a space in the path, as real checkouts have
-    shutil.copytree(PROJECT, root)
+    left_by_the_walkthrough = shutil.ignore_patterns(".annotune", "build", "smooth", "tuned")
+    shutil.copytree(PROJECT, root, ignore=left_by_the_walkthrough)
     return root
 
 
