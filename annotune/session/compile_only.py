@@ -31,7 +31,7 @@ from annotune.builder.compiler import sm, with_arch
 from annotune.core.diagnostics import AnnotuneError
 from annotune.core.records import BuildResult, Candidates, KernelResources
 from annotune.search import create
-from annotune.session.tuner import _NUMBER, FailureKind, TuneOptions
+from annotune.session.tuner import FailureKind, TuneOptions, failure_kind
 from annotune.transfer.features import lookup
 
 _ARCH = re.compile(r"sm_(\d+)(\d)")
@@ -187,14 +187,14 @@ def _report(
     space_size: int | None,
     seconds: float,
 ) -> CompileReport:
-    failures: dict[str, FailureKind] = {}
+    failures: dict[tuple[str, str], FailureKind] = {}
     resources: dict[str, list[KernelResources]] = {}
     for build in builds:
         if build.ok:
             for kernel, used in build.resources.items():
                 resources.setdefault(kernel, []).append(used)
         elif not build.transient:
-            kind = _NUMBER.sub("#", build.error)
+            kind = failure_kind("compile_error", build.error)
             known = failures.get(kind)
             failures[kind] = (
                 FailureKind("compile_error", 1, build.error, dict(build.params))

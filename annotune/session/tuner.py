@@ -99,6 +99,11 @@ class FailureKind:
 
 _NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
 
+
+def failure_kind(status: str, error: str) -> tuple[str, str]:
+    """Failures that differ only in their numbers (sizes, indices, line numbers) are one kind."""
+    return status, _NUMBER.sub("#", error)
+
 GIVE_UP_AFTER = 8
 """Configurations that all failed the same way, with none valid, before the search stops."""
 
@@ -680,7 +685,7 @@ class _Session:
             self.invalid += 1
             p.compile_failures += m.status == "compile_error"
             p.run_failures += m.status != "compile_error"
-            kind = (m.status, _NUMBER.sub("#", m.error))
+            kind = failure_kind(m.status, m.error)
             known = self.failures.get(kind)
             if known is None:
                 self.failures[kind] = FailureKind(m.status, 1, m.error, dict(params))
