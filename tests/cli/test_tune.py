@@ -327,26 +327,14 @@ def test_compile_only_compiles_for_the_architecture_and_runs_nothing(cli, tmp_pa
     assert broken.exit_code == 1 and "no configuration compiled" in broken.stderr
 
 
-READS_ITS_INPUT = """#include <stdio.h>
-#ifndef X
-#define X 1 // @tune values(1, 2)
-#endif
-int main(int argc, char **argv) {
-  int n = 0;
-  FILE *input = fopen(argv[1], "r");
-  if (!input || fscanf(input, "%d", &n) != 1) { perror(argv[1]); return 1; }
-  printf("annotune-time-ms: %d\\n", n + X);
-  return 0;
-}
-"""
-
-
-def test_input_files_are_found_where_annotune_was_started_or_where_told(cli, tmp_path, monkeypatch):
+def test_input_files_are_found_where_annotune_was_started_or_where_told(
+    cli, tmp_path, monkeypatch, data_dir
+):
     """`annotune tune src/reader.c --arg size.txt` from the project root reads ./size.txt;
     `run_dir` in annotune.toml (from the config's directory) or `--run-dir` say otherwise."""
     project = tmp_path / "project"
     (project / "src").mkdir(parents=True)
-    (project / "src" / "reader.c").write_text(READS_ITS_INPUT)
+    shutil.copy(data_dir / "reader" / "reader.c", project / "src" / "reader.c")
     for directory, size in ((project, 20), (project / "data", 30), (tmp_path / "other", 40)):
         directory.mkdir(exist_ok=True)
         (directory / "size.txt").write_text(str(size))

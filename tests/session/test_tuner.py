@@ -330,24 +330,10 @@ def test_an_environment_variable_can_be_tuned(tmp_path, no_timing_environment):
     assert "environment:   OMP_NUM_THREADS=3, OMP_PROC_BIND=close\n" in report.header.read_text()
 
 
-READS_ITS_INPUT = """#include <stdio.h>
-#ifndef X
-#define X 1 // @tune values(1, 2)
-#endif
-int main(int argc, char **argv) {
-  int n = 0;
-  FILE *input = fopen(argv[1], "r");
-  if (!input || fscanf(input, "%d", &n) != 1) { perror(argv[1]); return 1; }
-  printf("annotune-time-ms: %d\\n", n + X);
-  return 0;
-}
-"""
-
-
-def test_programs_run_where_tune_is_called_unless_told_otherwise(tmp_path, monkeypatch):
+def test_programs_run_where_tune_is_called_unless_told_otherwise(tmp_path, monkeypatch, data_dir):
     source = tmp_path / "src" / "reader.c"
     source.parent.mkdir()
-    source.write_text(READS_ITS_INPUT)
+    shutil.copy(data_dir / "reader" / "reader.c", source)
     (tmp_path / "size.txt").write_text("20")
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "size.txt").write_text("30")
