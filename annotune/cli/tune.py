@@ -143,7 +143,7 @@ def tune_command(
     ] = 3,
     recheck_rounds: Annotated[
         int, typer.Option(help="Interleaved rounds of that final check (at least 6).")
-    ] = 20,
+    ] = 30,
     retry_failed: Annotated[
         bool, typer.Option(help="Measure this study's failed configurations again.")
     ] = False,

@@ -75,7 +75,7 @@ class TuneOptions:
     transfer: bool = True  # learn from other GPUs' results (only for iterml and transfer)
     transfer_from: tuple[Path, ...] = ()  # T4 / Kernel Tuner cache files of other GPUs
     recheck: int = 3  # contenders re-measured against the baseline at the end; 0: none
-    recheck_rounds: int = 20  # interleaved rounds of that check (6 at least for an interval)
+    recheck_rounds: int = 30  # interleaved rounds of that check (6 at least for an interval)
     drift_every: int = 25  # new measurements between re-measurements of the default; 0: never
     retry_failed: bool = False  # measure the study's failed configurations again
     reference: dict[str, Number] | None = None  # the baseline instead of the default

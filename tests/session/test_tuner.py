@@ -152,7 +152,7 @@ def test_a_second_run_reuses_everything_and_runs_nothing_again(workdir):
     assert second.best == first.best
     rechecked = tune(problem, options(budget=12, strategy="random", seed=3))
     extra = runs(workdir) - ran
-    assert sum(extra.values()) == 4 * 20  # only the final check: the default and 3 contenders
+    assert sum(extra.values()) == 4 * 30  # only the final check: the default and 3 contenders
     assert rechecked.best == first.best
 
 
