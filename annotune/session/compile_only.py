@@ -31,7 +31,7 @@ from annotune.builder.compiler import sm, with_arch
 from annotune.core.diagnostics import AnnotuneError
 from annotune.core.records import BuildResult, Candidates, KernelResources
 from annotune.search import create
-from annotune.session.tuner import FailureKind, TuneOptions, failure_kind
+from annotune.session.tuner import FailureKind, TuneOptions, failure_kind, kernel_mode
 from annotune.transfer.features import lookup
 
 _ARCH = re.compile(r"sm_(\d+)(\d)")
@@ -119,7 +119,7 @@ def compile_configurations(
     space = problem_space(problem)
     rng = np.random.default_rng(options.seed)
     legal, legal_count = space.search_rows(rng)
-    cuda = problem.language == "cuda" or _kernel_mode(problem, options.mode)
+    cuda = problem.language == "cuda" or kernel_mode(problem, options.mode)
     capability = _compute_capability(arch, options.device if cuda else None)
     builder = Builder(
         problem,
@@ -139,13 +139,6 @@ def compile_configurations(
     for i, build in zip(retry, builder.build([builds[i].params for i in retry]), strict=True):
         builds[i] = build
     return _report(builds, builder, capability, legal_count, time.monotonic() - started)
-
-
-def _kernel_mode(problem: Problem, mode: str) -> bool:
-    """Whether a tune would run in kernel mode (`tune`'s rule: auto is kernel when declared)."""
-    if mode not in ("program", "kernel", "auto"):
-        raise AnnotuneError(f"unknown mode {mode!r} (expected program, kernel or auto)")
-    return mode == "kernel" or (mode == "auto" and bool(problem.kernels))
 
 
 def _compute_capability(arch: str | None, device: str | None) -> tuple[int, int] | None:
@@ -172,7 +165,7 @@ def _compiler(
     problem: Problem, options: TuneOptions, capability: tuple[int, int] | None
 ) -> CompilerCommand | None:
     """The tune's compile command for this mode, for `capability` when one is named."""
-    if _kernel_mode(problem, options.mode) and options.compiler is None:
+    if kernel_mode(problem, options.mode) and options.compiler is None:
         return cubin_compiler(capability)
     if capability is None:
         return options.compiler

@@ -55,7 +55,6 @@ class Verdict:
     interval: tuple[float, float] | None
     rounds: int
     contenders: tuple[Contender, ...] = ()
-    baseline_times: tuple[float, ...] = ()
     baseline_error: str = ""
 
     @property
@@ -105,5 +104,5 @@ def recheck(
     winners = sorted((c for c in judged if c.significant), key=lambda c: -c.speedup)
     if winners:
         best = winners[0]
-        return Verdict(best.params, best.speedup, best.interval, rounds, tuple(judged), tuple(base))
-    return Verdict(dict(baseline), 1.0, None, rounds, tuple(judged), tuple(base))
+        return Verdict(best.params, best.speedup, best.interval, rounds, tuple(judged))
+    return Verdict(dict(baseline), 1.0, None, rounds, tuple(judged))

@@ -252,12 +252,20 @@ class NoCudaDevice(AnnotuneError):
     runs, so the command line exits with 1, not 2."""
 
 
+def kernel_mode(problem: Problem, mode: str) -> bool:
+    """Whether `mode` ("program", "kernel" or "auto": kernel when the source declares one)
+    launches a kernel in process rather than running the program."""
+    if mode not in ("program", "kernel", "auto"):
+        raise AnnotuneError(f"unknown mode {mode!r} (expected program, kernel or auto)")
+    return mode == "kernel" or (mode == "auto" and bool(problem.kernels))
+
+
 def _require_cuda_device(problem: Problem, options: TuneOptions) -> None:
     """Stop a tune of a CUDA program (or a kernel) at once when this machine has no CUDA GPU:
     every run would fail, and the failures would be timed and stored. The driver is asked
     (nvidia-smi), never `ANNOTUNE_DEVICE` or `--device`: they name a GPU, they cannot make one."""
-    kernel_mode = options.mode != "program" and bool(problem.kernels)
-    if (problem.language == "cuda" or kernel_mode) and gpu_name() is None:
+    launches_kernel = kernel_mode(problem, options.mode) and bool(problem.kernels)
+    if (problem.language == "cuda" or launches_kernel) and gpu_name() is None:
         raise NoCudaDevice(
             f"{problem.source} is CUDA, and this machine has no CUDA GPU (nvidia-smi finds "
             "none): every run would fail",
@@ -379,19 +387,15 @@ def _rows(space: Space, legal: np.ndarray, configs: Sequence[Mapping[str, Number
 
 def _measurer(problem: Problem, options: TuneOptions, resources: ExitStack):
     """The runner for this problem and the compiler it needs (kernel mode builds cubins)."""
-    mode = options.mode
-    if mode == "auto":
-        mode = "kernel" if problem.kernels else "program"
-    if mode not in ("program", "kernel"):
-        raise AnnotuneError(f"unknown mode {mode!r} (expected program, kernel or auto)")
+    kernel = kernel_mode(problem, options.mode)
     monitor, why_not = None, ""
-    if mode == "kernel" or problem.language == "cuda":
+    if kernel or problem.language == "cuda":
         monitor, why_not = open_monitor()
         if monitor is not None:
             resources.callback(monitor.close)
     warnings = (f"GPU conditions (clock, temperature, power) are not recorded: {why_not}",)
     warnings = warnings if why_not else ()
-    if mode == "program":
+    if not kernel:
         # Where annotune was started, unless told: input files named in arguments are found
         # where the user expects them, whatever directory the source is in.
         spec = replace(options.run, cwd=options.run.cwd or Path.cwd())
@@ -797,9 +801,7 @@ class _Session:
         if not self.drift or self.baseline is None or self.baseline.time is None:
             return None
         first = self.baseline.time
-        largest = max((t - first) / first for t in self.drift) if self.drift else 0.0
-        smallest = min((t - first) / first for t in self.drift)
-        largest = largest if abs(largest) >= abs(smallest) else smallest
+        largest = max(((t - first) / first for t in self.drift), key=abs)
         interval = self.baseline.interval
         within = self.options.run.stable_within
         outside = [
