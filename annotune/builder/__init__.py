@@ -9,7 +9,8 @@ itself records every other file the compile read with its digest, and is rebuilt
 them changed (`dependencies`). A compiled variant is then read back with the compiler's own
 preprocessor: a tuned macro without its value there (another definition won) makes it a
 failed build, so that no measurement is recorded for values the program did not have
-(`verify`).
+(`verify`), and hashed as the preprocessor reads it: configurations that are the same
+program share one measurement (`preprocessed`).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from annotune.builder.dependencies import (
     tracks_dependencies,
     version_output,
 )
+from annotune.builder.preprocessed import program_digest
 from annotune.builder.variants import (
     VariantSource,
     copies_first,
@@ -60,6 +62,7 @@ _RESULT_FILE = "result.json"
 _PROGRAM = "program"
 _DEPENDENCY_FILE = "dependencies.d"
 _MACROS = "macros.txt"
+_PREPROCESSED = "preprocessed.i"
 
 
 class Builder:
@@ -147,8 +150,12 @@ class Builder:
             if self.dependency_tracking:
                 argv += dependency_flags(scratch / _DEPENDENCY_FILE)
             result = run_compiler(argv, self.timeout)
+            program = ""
             if result.ok and self.verifies_values:
                 result = self._checked(result, variant, source, includes, scratch)
+            if result.ok and self.verifies_values:
+                program, seconds = self._program(variant, source, includes, scratch)
+                result = replace(result, seconds=result.seconds + seconds)
             if variant.rewritten:  # point the messages at the user's files, not the copies
                 copies = str(scratch / "src")
                 result = replace(result, error=result.error.replace(copies, str(variant.root)))
@@ -158,7 +165,7 @@ class Builder:
                     variant.params, None, result.error, result.seconds, transient=True
                 )
             dependencies = self._dependencies(variant, includes, scratch, result.ok)
-            _save(scratch, result, digests.of(dependencies))
+            _save(scratch, result, digests.of(dependencies), program)
             (scratch / _DEPENDENCY_FILE).unlink(missing_ok=True)
             shutil.rmtree(scratch / "src", ignore_errors=True)
             _discard(final)  # an entry whose dependencies changed
@@ -204,6 +211,14 @@ class Builder:
         (scratch / _PROGRAM).unlink(missing_ok=True)  # built from other values than the tuned
         return replace(checked, seconds=seconds)
 
+    def _program(
+        self, variant: VariantSource, source: Path, includes: list[str], scratch: Path
+    ) -> tuple[str, float]:
+        """The variant's preprocessed program's hash (`preprocessed`) and its seconds."""
+        output = scratch / _PREPROCESSED
+        argv = self._command(variant, source, output, includes, scratch)
+        return program_digest(argv, str(source), output, scratch, self.timeout)
+
     def _dependencies(
         self, variant: VariantSource, includes: list[str], scratch: Path, ok: bool
     ) -> list[str]:
@@ -220,8 +235,11 @@ class Builder:
         return paths
 
 
-def _save(directory: Path, result: CompileResult, dependencies: dict[str, str]) -> None:
+def _save(
+    directory: Path, result: CompileResult, dependencies: dict[str, str], program: str
+) -> None:
     data = {
+        "program": program,
         "ok": result.ok,
         "error": result.error,
         "seconds": result.seconds,
@@ -254,6 +272,7 @@ def _load(
         seconds=float(data.get("seconds", 0.0)),
         cached=True,
         resources={k: KernelResources(**v) for k, v in data.get("resources", {}).items()},
+        program=str(data.get("program") or "") if ok else "",
     )
 
 

@@ -70,13 +70,15 @@ def checks_values(executable: str) -> bool:
     return bool(_NVCC.fullmatch(name) or _GNU_DRIVER.fullmatch(name))
 
 
-def preprocess_command(argv: Sequence[str], source: str, letter: str) -> list[str]:
+def preprocess_command(argv: Sequence[str], source: str, letter: str = "") -> list[str]:
     """`argv`, a rendered compile of `source` by a compiler that `checks_values`, turned into a
-    preprocess-only run that lists the macros (`-dM`; `-dD`: each definition in place) where the
-    compile wrote its program: the same flags, defines and includes; no other input file and
-    no dependency output."""
+    preprocess-only run that writes where the compile wrote its program: the same flags,
+    defines and includes; no other input file and no dependency output. `letter` asks for the
+    macros instead of the text (`M`: the list; `D`: each definition in place)."""
     nvcc = _NVCC.fullmatch(os.path.basename(argv[0]))
-    kept: list[str] = [argv[0], "-E", *(("-Xcompiler",) if nvcc else ()), f"-d{letter}"]
+    kept: list[str] = [argv[0], "-E"]
+    if letter:
+        kept += [*(("-Xcompiler",) if nvcc else ()), f"-d{letter}"]
     skip = False
     for index, arg in enumerate(argv[1:], start=1):
         previous = argv[index - 1]

@@ -366,9 +366,10 @@ def _print_report(report: TuneReport) -> None:
             highlight=False,
         )
     size = "a space too large to count" if report.space_size is None else f"{report.space_size:,}"
+    same = f", {report.same_program} the same program as one measured" * bool(report.same_program)
     stdout.print(
         f"measurements  {report.evaluations} of {size} legal "
-        f"({report.reused} reused, {report.invalid} invalid)"
+        f"({report.reused} reused{same}, {report.invalid} invalid)"
     )
     _print_failures(report.failures)
     stdout.print(f"default       {_timed(report.default)}  {report.default.params}", markup=False)

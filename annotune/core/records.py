@@ -156,7 +156,8 @@ class KernelResources:
 @dataclass(frozen=True)
 class BuildResult:
     """One configuration's build: an executable, or `error` saying why not (`transient` when
-    the failure was the machine's, not the configuration's: never cached)."""
+    the failure was the machine's, not the configuration's: never cached). `program` is the
+    hash of its preprocessed source ("" when unknown): equal hashes, the same program."""
 
     params: dict[str, Number]
     executable: Path | None
@@ -165,6 +166,7 @@ class BuildResult:
     cached: bool = False
     resources: dict[str, KernelResources] = field(default_factory=dict)
     transient: bool = False
+    program: str = ""
 
     @property
     def ok(self) -> bool:

@@ -22,6 +22,7 @@ stored.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -33,7 +34,7 @@ import numpy as np
 
 from annotune import __version__
 from annotune.annotate import Problem, problem_space
-from annotune.annotate.kernel import KernelSpec
+from annotune.annotate.kernel import KernelSpec, LaunchError
 from annotune.builder import Builder, CompilerCommand, cubin_compiler
 from annotune.core.diagnostics import AnnotuneError, Location
 from annotune.core.records import BuildResult, Candidates, Measurement, Number, Result
@@ -104,6 +105,7 @@ def failure_kind(status: str, error: str) -> tuple[str, str]:
     """Failures that differ only in their numbers (sizes, indices, line numbers) are one kind."""
     return status, _NUMBER.sub("#", error)
 
+
 GIVE_UP_AFTER = 8
 """Configurations that all failed the same way, with none valid, before the search stops."""
 
@@ -126,6 +128,7 @@ class TuneProgress:
     iteration: int = 0
     evaluations: int = 0
     reused: int = 0
+    same_program: int = 0  # served by another configuration's measurement of the same program
     measured: int = 0
     compile_failures: int = 0
     run_failures: int = 0
@@ -201,6 +204,7 @@ class TuneReport:
     timing: str = ""  # where times came from: "header", "regex", "wall" (start-up included)
     notes: tuple[str, ...] = ()  # what the user should know about these numbers
     run_dir: Path | None = None  # where the program ran (program mode)
+    same_program: int = 0  # configurations served by a measurement of the same program
 
     def to_json(self) -> dict:
         verdict = self.recheck
@@ -208,6 +212,7 @@ class TuneReport:
             "device": self.device,
             "evaluations": self.evaluations,
             "reused": self.reused,
+            "same_program": self.same_program,
             "invalid": self.invalid,
             "best": self.best.to_json() if self.best else None,
             "search_best": self.search_best.to_json() if self.search_best else None,
@@ -469,6 +474,10 @@ class _ProgramMeasurer:
         """The header's line on the environment `params` ran in: "OMP_NUM_THREADS=4, ..."."""
         return ", ".join(f"{k}={v}" for k, v in self.runner.spec.environment(params).items())
 
+    def run_of(self, params: Mapping[str, Number]) -> str | None:
+        """What of a run `params` change besides its program: its environment."""
+        return repr(sorted(self.runner.spec.environment(params).items()))
+
     def measure(self, build: BuildResult, stop_above: float | None = None) -> Measurement:
         return self.runner.measure(build, self.reference, stop_above)
 
@@ -498,6 +507,14 @@ class _KernelMeasurer:
 
     def environment(self, params: Mapping[str, Number]) -> str:
         return ""  # no program is started: no environment is set
+
+    def run_of(self, params: Mapping[str, Number]) -> str | None:
+        """What of a run `params` change besides its program: the launch; None when it
+        cannot be computed."""
+        try:
+            return repr(self.runner.spec.launch(params))
+        except LaunchError:
+            return None
 
     def measure(self, build: BuildResult, stop_above: float | None = None) -> Measurement:
         measurement, self._last = self.runner.measure(build, self.reference, stop_above)
@@ -572,6 +589,11 @@ class _Session:
         self.options = options
         self.on_progress = on_progress
         self.known = {config_key(m.params): m for m in db.measurements(study)}
+        self.programs = {
+            m.compile_info["program"]: m
+            for m in self.known.values()
+            if m.compile_info.get("program") and "same_program_as" not in m.compile_info
+        }
         self.seen: set[str] = set()
         self.invalid = 0
         self.failures: dict[tuple[str, str], FailureKind] = {}
@@ -629,14 +651,32 @@ class _Session:
                 to_build.append(i)
         builds = self.builder.build([configs[i] for i in to_build]) if to_build else []
         for i, build in zip(to_build, builds, strict=True):
-            measurement = self._measure_one(build)
+            program = self._program(build)
+            same = self.programs.get(program) if program else None
+            if same is not None:
+                measurement = _shared(same, build.params)
+            else:
+                measurement = self._measure_one(build)
+                if program and not measurement.transient:
+                    info = {**measurement.compile_info, "program": program}
+                    measurement = replace(measurement, compile_info=info)
+                    self.programs[program] = measurement
             if not measurement.transient:
                 self.db.record(self.study, measurement)
                 self.known[config_key(measurement.params)] = measurement
             found[i] = measurement
-            self._count(configs[i], measurement, reused=False)
-            self._check_drift()
+            self._count(configs[i], measurement, reused=False, shared=same is not None)
+            if same is None:
+                self._check_drift()
         return [found[i] for i in range(len(configs))]
+
+    def _program(self, build: BuildResult) -> str:
+        """What makes two runs the same: the preprocessed program and what the run takes
+        from the parameters besides it; "" when either is unknown."""
+        run = self.measurer.run_of(build.params) if build.program else None
+        if run is None:
+            return ""
+        return hashlib.sha256(f"{build.program}\0{run}".encode()).hexdigest()
 
     def _measure_one(self, build: BuildResult) -> Measurement:
         """Measure one build; a transient failure is tried once more (rebuilt if the compile
@@ -667,7 +707,9 @@ class _Session:
         if again.status == "ok":
             self.drift.append(again.time)
 
-    def _count(self, params: dict[str, Number], m: Measurement, *, reused: bool) -> None:
+    def _count(
+        self, params: dict[str, Number], m: Measurement, *, reused: bool, shared: bool = False
+    ) -> None:
         key = config_key(params)
         if key in self.seen:
             return
@@ -675,7 +717,8 @@ class _Session:
         p = self.progress
         p.evaluations += 1
         p.reused += reused
-        p.measured += not reused
+        p.same_program += shared
+        p.measured += not (reused or shared)
         if m.transient:
             p.transient += 1
             if p.transient == 1:
@@ -715,11 +758,15 @@ class _Session:
         self.progress.phase = "recheck"
         self._report()
         baseline_key = config_key(self.baseline_params)
-        valid = sorted(
-            (m for k, m in self.known.items() if m.status == "ok" and k != baseline_key),
-            key=lambda m: m.time,  # type: ignore[arg-type, return-value]
-        )
-        contenders = [dict(m.params) for m in valid[: self.options.recheck]]
+        baseline = self.known.get(baseline_key)
+        programs = {_program_of(baseline)} if baseline is not None else set()
+        contenders: list[dict[str, Number]] = []
+        ok = (m for k, m in self.known.items() if m.status == "ok" and k != baseline_key)
+        for m in sorted(ok, key=lambda m: m.time):  # type: ignore[arg-type, return-value]
+            program = _program_of(m)
+            if len(contenders) < self.options.recheck and program not in programs:
+                contenders.append(dict(m.params))  # one per program: the same one twice
+                programs.add(program)  # would be no second contender
         configs = [self.baseline_params, *contenders]
         builds = dict(zip(map(config_key, configs), self.builder.build(configs), strict=True))
 
@@ -775,6 +822,7 @@ class _Session:
             device=p.device,
             evaluations=p.evaluations,
             reused=p.reused,
+            same_program=p.same_program,
             invalid=self.invalid,
             best=best,
             default=default,
@@ -863,6 +911,17 @@ class _Session:
                 "measures them again"
             )
         return tuple(notes)
+
+
+def _shared(measured: Measurement, params: Mapping[str, Number]) -> Measurement:
+    """`measured`'s measurement for `params`, a configuration of the same program."""
+    info = {**measured.compile_info, "same_program_as": dict(measured.params)}
+    return replace(measured, params=dict(params), compile_info=info, created="")
+
+
+def _program_of(measurement: Measurement) -> object:
+    """The program a measurement ran: its hash, or its own params when there is none."""
+    return measurement.compile_info.get("program") or config_key(measurement.params)
 
 
 def _claim(verdict: Verdict | None) -> str:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -97,3 +99,27 @@ def test_errors_exit_2_with_a_hint(cli, workdir):
     unknown = cli("predict", workdir / "synthetic.c", "--device", "Imaginary GPU 9000")
     assert unknown.exit_code == 2 and "no device features known" in unknown.stderr
     assert "gpus.toml" in unknown.stderr
+
+
+ROOT = Path(__file__).parents[2]
+REPLAY = ROOT.parent / "shared" / "data" / "replay"
+
+
+def readme_commands(prefix: str) -> list[list[str]]:
+    lines = (ROOT / "README.md").read_text().splitlines()
+    return [shlex.split(line, comments=True)[1:] for line in lines if line.startswith(prefix)]
+
+
+@pytest.mark.skipif(not REPLAY.is_dir(), reason="shared replay data not present")
+def test_the_readme_predict_example_runs_as_written(cli, monkeypatch, tmp_path):
+    """From the repository root, as README says; the header written under a scratch
+    `--out-dir`, not into the checkout."""
+    (command,) = readme_commands("annotune predict ")
+    monkeypatch.chdir(ROOT)
+    done = cli(*command)
+    assert done.exit_code == 0, done.stderr
+    assert "NVIDIA A100-PCIE-40GB, NVIDIA RTX A4000" in done.stdout
+    written = cli.json(*command, "--write", "--out-dir", tmp_path, "--json")
+    header = Path(written["header"])
+    assert header.parent.parent == tmp_path and PREDICTED in header.read_text()
+    assert f"#define block_size_x {written['params']['block_size_x']}" in header.read_text()

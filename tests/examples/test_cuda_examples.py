@@ -12,6 +12,8 @@ all ten.
 
 from __future__ import annotations
 
+import gzip
+import json
 import os
 import re
 import shutil
@@ -45,7 +47,9 @@ SMALL = {
     "syrk": ["-DN=37", "-DM=29"],
     "syr2k": ["-DN=37", "-DM=29"],
     "stencil2d": ["-DNX=37", "-DNY=45"],
+    "convolution": ["-DIMAGE_WIDTH=37", "-DIMAGE_HEIGHT=45"],
 }
+REPLAY = ROOT.parent / "shared" / "data" / "replay"
 
 FULL = os.environ.get("ANNOTUNE_FULL_EXAMPLES") == "1"
 full_only = pytest.mark.skipif(
@@ -179,6 +183,8 @@ static std::barrier<> *emu_barrier = nullptr;
 #define __device__
 #define __host__
 #define __constant__
+#define __forceinline__ inline
+template <class T> T __ldg(const T *p) { return *p; }
 #define __shared__ static
 inline void __syncthreads() { emu_barrier->arrive_and_wait(); }
 enum cudaError_t { cudaSuccess = 0, cudaErrorInvalidConfiguration = 9 };
@@ -308,3 +314,58 @@ def test_an_illegal_block_exits_non_zero(name, tmp_path, emulation_works):
     assert done.returncode != 0
     assert "annotune-time-ms" not in done.stdout
     assert "invalid configuration" in done.stderr
+
+
+# -- convolution: the space of the recorded runs ------------------------------------------------
+
+CONVOLUTION_CONFIGS = [
+    {"block_size_x": 16, "block_size_y": 16, "tile_size_x": 1, "tile_size_y": 1, "read_only": 0,
+     "use_padding": 0, "use_shmem": 1},  # the defaults
+    {"block_size_x": 48, "block_size_y": 2, "tile_size_x": 3, "tile_size_y": 2, "read_only": 1,
+     "use_padding": 1, "use_shmem": 1},  # padded rows, partial tiles at the edges
+    {"block_size_x": 32, "block_size_y": 4, "tile_size_x": 4, "tile_size_y": 3, "read_only": 1,
+     "use_padding": 0, "use_shmem": 0},  # straight from global memory
+]  # fmt: skip
+FIXED = {"use_cmem": 1, "filter_height": 15, "filter_width": 15}
+
+
+def test_convolution_declares_the_recorded_runs_space():
+    """The same names and values, and constraints that leave exactly the configurations the
+    recorded runs measured (4,362 of 10,240), so that they can teach `predict`."""
+    problem = read_problem(source("convolution"))
+    space = problem_space(problem)
+    assert space.cartesian_size == 10240 and space.count_legal() == 4362
+    if not REPLAY.is_dir():
+        pytest.skip("shared replay data not present")
+    recorded = json.loads(gzip.decompress((REPLAY / "convolution_A100.json.gz").read_bytes()))
+    assert [p.name for p in problem.params] == recorded["tune_params_keys"]
+    for param in problem.params:
+        assert list(param.values) == recorded["tune_params"][param.name]
+    names = recorded["tune_params_keys"]
+    measured = {tuple(c[n] for n in names) for c in recorded["cache"].values()}
+    legal = {tuple(c[n] for n in names) for c in space.to_dicts(space.legal_indices())}
+    assert legal == measured
+
+
+@needs_nvcc
+def test_convolution_variants_compile(tmp_path):
+    problem = read_problem(source("convolution"))
+    configs = [{**c, **FIXED} for c in CONVOLUTION_CONFIGS]
+    results = Builder(problem, cache_dir=tmp_path, jobs=2).build(configs)
+    assert [r.error for r in results if not r.ok] == []
+    assert all(r.resources for r in results)
+
+
+@needs_gxx
+def test_convolution_verifies_with_the_same_check_for_every_configuration(
+    tmp_path, emulation_works
+):
+    configs = [{**c, **FIXED} for c in CONVOLUTION_CONFIGS]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        runs = list(pool.map(lambda c: _emulate("convolution", c, tmp_path), configs))
+    checks = []
+    for config, done in zip(configs, runs, strict=True):
+        assert done.returncode == 0, (config, done.stderr)
+        checks.append(_CHECK.findall(done.stdout))
+    assert all(len(c) == 1 for c in checks)
+    assert checks[1:] == checks[:-1], "the check value depends on the configuration"

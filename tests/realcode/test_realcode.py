@@ -44,9 +44,7 @@ def annotune(*args, cwd: Path, env: dict | None = None) -> subprocess.CompletedP
     )
 
 
-def test_scan_from_another_directory_reads_the_config_and_the_active_definitions(
-    project, tmp_path
-):
+def test_scan_from_another_directory_reads_the_config_and_the_active_definitions(project, tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     done = annotune("scan", project / "src" / "smooth.c", "--json", cwd=elsewhere)

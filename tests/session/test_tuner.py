@@ -345,3 +345,45 @@ def test_programs_run_where_tune_is_called_unless_told_otherwise(tmp_path, monke
     told = replace(run, cwd=tmp_path / "data")
     there = tune(read_problem(source), options(budget=1, recheck=0, run=told, fresh=True))
     assert there.run_dir == tmp_path / "data" and there.default.time == 31.0
+
+
+TILED = """#include <stdio.h>
+#include <stdlib.h>
+#define TILING 0 // @tune values(0, 1)
+#define TILE 8 // @tune values(8, 16, 32)
+int main(void) {
+  FILE *log = fopen(getenv("RUNS"), "a");
+  fputs("run\\n", log);
+  fclose(log);
+#if TILING
+  printf("annotune-time-ms: %d\\n", 100 - TILE);
+#else
+  printf("annotune-time-ms: 90\\n");
+#endif
+  return 0;
+}
+"""
+
+
+def test_configurations_of_the_same_program_are_measured_once(tmp_path, monkeypatch):
+    """TILE is read only when TILING is on: the three untiled configurations are one program,
+    measured once and recorded for all three; the final check never pits a program against
+    itself."""
+    (tmp_path / "t.c").write_text(TILED)
+    monkeypatch.setenv("RUNS", str(tmp_path / "runs.log"))
+    problem = read_problem(tmp_path / "t.c")
+    report = tune(problem, options(budget=6, recheck=2, recheck_rounds=3))
+    with Database(report.db_path) as db:
+        (study,) = db.studies()
+        recorded = {(m.params["TILING"], m.params["TILE"]): m for m in db.measurements(study)}
+    assert len(recorded) == 6 and report.evaluations == 6
+    assert report.same_program == 2
+    untiled = [recorded[0, t] for t in (8, 16, 32)]
+    assert {m.time for m in untiled} == {90.0}
+    assert sum("same_program_as" in m.compile_info for m in untiled) == 2
+    search_runs = 4  # the three tiled and one untiled
+    final_runs = 3 * 3  # the default and the two best tiled, three rounds each
+    assert (tmp_path / "runs.log").read_text().count("run") == search_runs + final_runs
+    assert report.search_best.params == {"TILING": 1, "TILE": 32}
+    again = tune(problem, options(budget=6, recheck=0))
+    assert again.reused == 6 and again.same_program == 0
