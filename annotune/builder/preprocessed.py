@@ -6,10 +6,13 @@ preprocessed sources are then byte for byte the same, and measuring both would s
 measurement on noise. So each compiled variant's source is run preprocess-only with its own
 command, and the text is hashed without what differs between identical programs: line
 markers and the variant's scratch directory (where `__FILE__` of a rewritten copy points).
+Every source the command compiles is read, not only the tuned one: a `-D` value used only in
+another file of the command (`{source} utils/lib.c`) still makes another program.
 
-nvcc preprocesses a `.cu` once per side: device code as the command's architecture sees it
-(`__CUDA_ARCH__` defined), host code without it. Both are hashed, so a value used only on one
-side still tells two programs apart.
+nvcc preprocesses a `.cu` once per side: device code as the command's first architecture sees
+it (`__CUDA_ARCH__` defined), host code without it. Both are hashed, and the device side again
+for each other architecture the command names, so a value used only on one side, or only for
+one architecture, still tells two programs apart.
 """
 
 from __future__ import annotations
@@ -21,11 +24,37 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from annotune.builder.compiler import run_compiler
-from annotune.builder.verify import preprocess_command
+from annotune.builder.verify import preprocess_command, source_inputs
 
 _NVCC = re.compile(r"nvcc(?:-[\d.]+)?")
 _HOST_SIDE = ("-Xcompiler", "-U__CUDA_ARCH__,-U__CUDA_ARCH_LIST__")
+_ARCH_OPTIONS = ("-arch", "--gpu-architecture", "-gencode", "--generate-code", "-code",
+                 "--gpu-code")  # fmt: skip
+_ARCH_NUMBER = re.compile(r"(?:compute|sm|lto)_(\d+)[a-z]?")
+_UNNAMED_ARCHS = re.compile(r"\b(?:all|all-major|native)\b")
 _LINE_MARKER = re.compile(rb"^[ \t]*#(?:[ \t]*line)?[ \t]+\d+.*$\n?", re.MULTILINE)
+
+
+def device_architectures(argv: Sequence[str]) -> list[str] | None:
+    """The virtual architectures an nvcc command compiles device code for ("80", "90", in
+    order, nvcc's preprocessing pass using the first); None for `all`, `all-major` or
+    `native`, which name no list."""
+    found: list[str] = []
+    for index, arg in enumerate(argv):
+        value = arg.partition("=")[2] if arg.startswith(_ARCH_OPTIONS) and "=" in arg else ""
+        if not value and index and argv[index - 1] in _ARCH_OPTIONS:
+            value = arg
+        if not value:
+            continue
+        if _UNNAMED_ARCHS.search(value):
+            return None
+        found += _ARCH_NUMBER.findall(value)
+    return list(dict.fromkeys(found))
+
+
+def _device_side(arch: str) -> tuple[str, str]:
+    """nvcc's device pass preprocessed for another architecture of the command."""
+    return ("-Xcompiler", f"-U__CUDA_ARCH__,-D__CUDA_ARCH__={arch}0")
 
 
 def program_digest(
@@ -34,9 +63,17 @@ def program_digest(
     """A hash of what the compiler reads when `argv` (a compile of `source` whose `{output}`
     is rendered as `output`) runs, and the seconds it took; "" when the preprocessor failed,
     which makes the variant its own program."""
-    commands = [preprocess_command(argv, source)]
+    inputs = dict.fromkeys([source, *source_inputs(argv)])
+    commands = [preprocess_command(argv, path) for path in inputs]
     if _NVCC.fullmatch(os.path.basename(argv[0])):
-        commands.append([*commands[0], *_HOST_SIDE])
+        archs = device_architectures(argv)
+        if archs is None:  # `-arch=all`, `native`: which device passes there are is unknown
+            return "", 0.0
+        commands = [
+            [*command, *side]
+            for command in commands
+            for side in ((), _HOST_SIDE, *(_device_side(arch) for arch in archs[1:]))
+        ]
     h = hashlib.sha256()
     seconds = 0.0
     scratch_bytes = os.fsencode(os.path.abspath(scratch))

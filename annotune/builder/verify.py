@@ -40,6 +40,7 @@ _NVCC = re.compile(r"nvcc(?:-[\d.]+)?")
 _INPUT_SUFFIXES = frozenset(
     (".c", ".cc", ".cp", ".cpp", ".cxx", ".c++", ".cu", ".o", ".obj", ".a", ".so", ".lib")
 )
+_SOURCE_SUFFIXES = _INPUT_SUFFIXES - {".o", ".obj", ".a", ".so", ".lib"}
 # Dependency output: irrelevant to the macros, and refused by nvcc together with -E.
 _DEPENDENCY_FLAGS = frozenset(
     ("-MD", "-MMD", "-MP", "--generate-dependencies-with-compile",
@@ -95,6 +96,18 @@ def preprocess_command(argv: Sequence[str], source: str, letter: str = "") -> li
         else:
             kept.append(arg)
     return kept
+
+
+def source_inputs(argv: Sequence[str]) -> list[str]:
+    """The source files a rendered compile command compiles (`.c`, `.cu`, ...): annotune's
+    variant and any other the user's command names, which the same `-D` flags reach."""
+    return [
+        arg
+        for index, arg in enumerate(argv[1:], start=1)
+        if argv[index - 1] not in _VALUE_FLAGS
+        and os.path.splitext(arg)[1].lower() in _SOURCE_SUFFIXES
+        and not arg.startswith("-")
+    ]
 
 
 def check_values(

@@ -94,3 +94,58 @@ int main() { return 0; }
     )
     assert hashes[0] == hashes[1]
     assert len({hashes[0], hashes[2], hashes[3]}) == 3
+
+
+@needs_gcc
+def test_a_value_used_only_in_another_file_of_the_command_counts(tmp_path):
+    """PAD is read only by lib.c, which the compile command names beside annotune's source:
+    the same -D reaches it, so PAD's values are different programs."""
+    (tmp_path / "lib.c").write_text(
+        "#ifndef PAD\n#define PAD 0\n#endif\nint pad(void) { return PAD; }\n"
+    )
+    source = (
+        "int pad(void);\n"
+        "#ifndef PAD\n#define PAD 0 // @tune values(0, 1)\n#endif\n"
+        "int main(void) { return pad(); }\n"
+    )
+    compiler = f"gcc {{source}} {tmp_path / 'lib.c'} -o {{output}}"
+    hashes = programs(tmp_path, source, "main.c", compiler, [{"PAD": 0}, {"PAD": 1}])
+    assert hashes[0] != hashes[1]
+
+
+def test_the_architectures_nvcc_compiles_for_are_read_from_every_spelling():
+    from annotune.builder.preprocessed import device_architectures
+
+    assert device_architectures(["nvcc", "-arch=sm_80", "k.cu"]) == ["80"]
+    assert device_architectures(["nvcc", "-arch", "sm_90a", "k.cu"]) == ["90"]
+    two = [
+        "nvcc",
+        "-gencode",
+        "arch=compute_80,code=sm_80",
+        "--generate-code=arch=compute_90,code=[sm_90]",
+    ]
+    assert device_architectures(two) == ["80", "90"]
+    assert device_architectures(["nvcc", "-arch=all", "k.cu"]) is None
+    assert device_architectures(["nvcc", "-arch", "native", "k.cu"]) is None
+    assert device_architectures(["nvcc", "k.cu"]) == []
+
+
+@needs_nvcc
+def test_a_value_used_only_for_a_later_architecture_counts(tmp_path):
+    source = """\
+#ifndef V
+#define V 1 // @tune values(1, 2)
+#endif
+__global__ void k(int *x) {
+#if __CUDA_ARCH__ >= 900
+  x[0] = V;
+#endif
+}
+int main() { return 0; }
+"""
+    compiler = (
+        "nvcc -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -c "
+        "{source} -o {output}"
+    )
+    hashes = programs(tmp_path, source, "k.cu", compiler, [{"V": 1}, {"V": 2}])
+    assert hashes[0] != hashes[1]
