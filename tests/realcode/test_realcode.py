@@ -110,3 +110,20 @@ def test_make_builds_the_tuned_values_into_the_unmodified_sources(project):
     )
     assert "tile 32 n 256" in ran.stdout  # the tuned value, and the active #if branch's size
     assert (project / "include" / "tinyconf.h").read_text() == original  # never edited
+
+
+def test_a_knob_the_active_code_never_reads_costs_no_measurement(project):
+    """ROW_STRIDE is #defined in the vendored header but read by no active code: scan says so,
+    and tune measures each TILE once, whatever ROW_STRIDE is, recording the others as the
+    same program."""
+    config = project / "annotune.toml"
+    config.write_text(config.read_text() + 'ROW_STRIDE = "values(1, 64)"\n')
+    scan = annotune("scan", "src/smooth.c", cwd=project)
+    assert "'ROW_STRIDE' is not used in active code" in scan.stderr
+    done = annotune(
+        "tune", "src/smooth.c", "--strategy", "exhaustive", "--budget", "10",
+        "--max-repeats", "5", "--recheck", "0", "--json", cwd=project,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["evaluations"] == 10 and report["same_program"] == 5
