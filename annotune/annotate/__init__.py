@@ -55,8 +55,7 @@ def read_problem_and_source(
 
 
 def _file_config(source: Path, config_path: Path | None) -> FileConfig | None:
-    if config_path is not None and not config_path.is_file():
-        raise AnnotuneError("no such config file", Location(str(config_path), 1, 1))
+    """The config named with --config (trusted: the user chose it), else the one found."""
     path = config_path or find_config(source)
     return load_file_config(path, source) if path is not None else None
 

@@ -61,7 +61,9 @@ class _Collector:
     pending_define_params: list[tuple[_Define, list[tuple[Token, TuneComment]]]] = field(
         default_factory=list
     )
-    pending_pragma_params: list[tuple[SourceFile, int, ParamPragma]] = field(default_factory=list)
+    pending_pragma_params: list[tuple[SourceFile, int, str, ParamPragma]] = field(
+        default_factory=list
+    )  # the pragma's file, where its body starts, the body, what it says
     program_args: list[str] | None = None
 
     def add(self, param: TunableParam) -> None:
@@ -188,7 +190,7 @@ def _scan_file(collector: _Collector, source: SourceFile, visited: set[str]) -> 
         if token.kind == "comment" and token.start not in consumed and is_annotation(token):
             raise AnnotuneError(
                 "@tune must be on (or on the line just above) a #define or #pragma line",
-                source.location(token.start + token.text.index("@tune")),
+                source.location_in(token.start, token.text, token.text.index("@tune")),
             )
 
 
@@ -230,7 +232,7 @@ def _annotations(
             parsed = find_tune_comments(comment.text)
         except GrammarError as error:
             raise AnnotuneError(
-                error.message, source.location(comment.start + error.offset)
+                error.message, source.location_in(comment.start, comment.text, error.offset)
             ) from None
         found.extend((comment, annotation) for annotation in parsed)
     return found
@@ -241,12 +243,8 @@ def _reject_annotations(source: SourceFile, directive: Directive, consumed: set[
         if is_annotation(comment) and comment.start not in consumed:
             raise AnnotuneError(
                 f"@tune on a #{directive.name} line: it belongs on a #define or #pragma line",
-                source.location(comment.start + comment.text.index("@tune")),
+                source.location_in(comment.start, comment.text, comment.text.index("@tune")),
             )
-
-
-def _domain_location(source: SourceFile, comment: Token, annotation: TuneComment) -> Location:
-    return source.location(comment.start + annotation.domain_offset)
 
 
 # --- #define ------------------------------------------------------------------------------------
@@ -303,7 +301,7 @@ def _add_define_param(
         raise AnnotuneError(
             "a #define takes one plain '@tune DOMAIN' (its name is the macro's); "
             "'@tune(NAME)' is for literals inside a pragma",
-            annotated.file.location(at[0].start + at[1].offset),
+            annotated.file.location_in(at[0].start, at[0].text, at[1].offset),
         )
     kept = collector.defines[annotated.name]
     define = annotated if annotated.active or not kept.active else kept
@@ -358,7 +356,7 @@ def _pragma(
             comment, annotation = annotations[0]
             raise AnnotuneError(
                 "@tune does not apply to '#pragma annotune' lines",
-                source.location(comment.start + annotation.offset),
+                source.location_in(comment.start, comment.text, annotation.offset),
             )
         _annotune_pragma(collector, source, directive)
         return
@@ -396,9 +394,9 @@ def _annotune_pragma(collector: _Collector, source: SourceFile, directive: Direc
     try:
         pragma = parse_param_pragma(body)
     except GrammarError as error:
-        raise AnnotuneError(error.message, source.location(start + error.offset)) from None
+        raise AnnotuneError(error.message, source.location_in(start, body, error.offset)) from None
     # Resolved after every file is read: its default may come from a #define seen later.
-    collector.pending_pragma_params.append((source, start, pragma))
+    collector.pending_pragma_params.append((source, start, body, pragma))
 
 
 def _program_args(words: tuple[Token, ...]) -> list[str]:
@@ -423,13 +421,13 @@ def _join_continuations(text: str) -> str:
 
 
 def _add_pragma_param(
-    collector: _Collector, source: SourceFile, start: int, pragma: ParamPragma
+    collector: _Collector, source: SourceFile, start: int, body: str, pragma: ParamPragma
 ) -> None:
-    location = source.location(start + pragma.name_offset)
+    location = source.location_in(start, body, pragma.name_offset)
     define = collector.defines.get(pragma.name)
     if pragma.default is not None:
         default = pragma.default
-        default_at = source.location(start + pragma.default_offset)
+        default_at = source.location_in(start, body, pragma.default_offset)
     elif define is not None and _define_value(define) is not None:
         default = _define_value(define)
         default_at = define.file.location(define.value_span.start)
@@ -471,7 +469,7 @@ def _add_literal_param(
     comment: Token,
     annotation: TuneComment,
 ) -> None:
-    at = source.location(comment.start + annotation.offset)
+    at = source.location_in(comment.start, comment.text, annotation.offset)
     if annotation.name is None:
         raise AnnotuneError("on a pragma, name the tunable literal: '@tune(NAME) DOMAIN'", at)
     literals = _number_literals(directive.words)

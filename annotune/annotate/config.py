@@ -18,14 +18,19 @@
     OMP_NUM_THREADS = "{THREADS}"      # a parameter's value: the variable is tuned
 
 The same tables go under `[tool.annotune]` in a pyproject.toml. The nearest config file
-above the source that mentions it wins. Every key is checked, in every `[[file]]`: a misspelt
-one would otherwise be ignored without a word.
+above the source that mentions it wins, looked for up to the repository's root or the user's
+home, and used only when the user owns it and no one else may write it (`find_config`). Every
+key is checked, in every `[[file]]`: a misspelt one would otherwise be ignored without a word.
 """
 
 from __future__ import annotations
 
 import bisect
 import difflib
+import grp
+import math
+import os
+import pwd
 import re
 import shlex
 import sys
@@ -35,6 +40,7 @@ from pathlib import Path
 from annotune.annotate.grammar import Domain, GrammarError, Number, parse_domain
 from annotune.annotate.problem import EnvSetting, RunSettings
 from annotune.core.diagnostics import AnnotuneError, Location
+from annotune.core.inputs import CONFIG, check_input, read_text
 
 PRESETS = ("nvcc", "gcc", "g++", "nvc", "nvc++", "cc", "c++")  # names build.compiler knows
 
@@ -63,7 +69,7 @@ _FILE_KEYS = {
 }
 _PARAM_KEYS = {"domain", "default"}
 _TIME_UNITS = ("s", "ms", "us", "ns")  # those run.program knows
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_C_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a macro's, or an environment variable's
 _ENV_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 # Compiler flags whose next argument is a path (`-I dir`, `-include file.h`).
 _PATH_FLAGS = {"-I", "-L", "-isystem", "-iquote", "-idirafter", "-include", "-imacros"}
@@ -173,6 +179,7 @@ class _Positions:
                 expect_key = tokens[i - 1][1] == "{"
             elif stack and text in ("]", "}"):
                 stack.pop()
+                expect_key = False  # a value ended: a "," or a newline comes before a key
                 i += 1
             elif stack and text == ",":
                 if stack[-1][1] is None:
@@ -189,7 +196,7 @@ class _Positions:
     def _value(self, tokens: list, i: int, path: tuple, stack: list[list]) -> int:
         """Record where the value at `path` starts; open it if it is an inline table or array."""
         if i >= len(tokens):
-            return i
+            return len(tokens)
         kind, text, start = tokens[i]
         quotes = 3 if text[:3] in ('"""', "'''") else 1 if kind == "string" else 0
         if quotes == 3 and text[3:4] == "\n":  # TOML trims a newline right after the quotes
@@ -226,42 +233,121 @@ def _key_name(kind: str, text: str) -> str:
 
 
 def find_config(source: Path) -> Path | None:
-    """The nearest annotune.toml, or pyproject.toml with [tool.annotune], above `source`."""
-    for directory in [source.resolve().parent, *source.resolve().parent.parents]:
+    """The nearest annotune.toml, or pyproject.toml with [tool.annotune], above `source`.
+
+    Looked for as git looks for a repository: from the source's directory up to the first
+    that holds `.git` (the repository's root) or is the user's home, `/` at the latest, so
+    that a config planted in /tmp or a shared parent does not reach the sources below it. The
+    config found must be the user's own (`_check_trusted`): it names the compile command run
+    for every build.
+    """
+    home = _home()
+    start = Path(os.path.realpath(source)).parent
+    for directory in [start, *start.parents]:
         for name in CONFIG_NAMES:
             candidate = directory / name
-            if candidate.is_file() and (name == "annotune.toml" or _has_tool_table(candidate)):
+            if os.path.lexists(candidate) and (
+                name == "annotune.toml" or _has_tool_table(candidate)
+            ):
+                _check_trusted(candidate)
                 return candidate
+        if directory == home or os.path.lexists(directory / ".git"):
+            return None
     return None
 
 
+def _home() -> Path | None:
+    home = os.path.expanduser("~")
+    return Path(os.path.realpath(home)) if os.path.isabs(home) else None
+
+
 def _has_tool_table(pyproject: Path) -> bool:
+    """Whether a pyproject.toml on the way up holds [tool.annotune]. One that cannot be read
+    is an error, not skipped: it is inside the user's repository or home, every other tool
+    fails on it too, and skipping it would drop the table it may hold for a config above."""
     try:
-        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError):
-        return False
+        data = _parse_toml(read_text(pyproject, CONFIG), pyproject)
+    except AnnotuneError as error:
+        raise AnnotuneError(
+            error.message,
+            error.location,
+            hint="annotune reads every pyproject.toml above the source for [tool.annotune]; "
+            "fix this one, or pass --config PATH",
+        ) from None
     return isinstance(data.get("tool"), dict) and "annotune" in data["tool"]
 
 
-def load_file_config(config_path: Path, source: Path) -> FileConfig | None:
-    """The `[[file]]` entry of `config_path` naming `source`, or None if there is none."""
+def _check_trusted(config: Path) -> None:
+    """Refuse a config found above the source that another user could have written: one not
+    owned by the user (nor by root, who could change anything anyway), or writable by others,
+    or by a group other than the user's private one (Debian and Ubuntu give each user a group
+    of their own and umask 002, so every new file is group-writable). Git refuses a repository
+    of another owner for the same reason. A config named with --config is not checked."""
+    status = check_input(config, CONFIG)
+    mode = status.st_mode & 0o777
+    if status.st_uid not in (os.geteuid(), 0):
+        why = f"owned by {_user_name(status.st_uid)}, not by you"
+    elif mode & 0o002:
+        why = f"writable by every user (mode {mode:o})"
+    elif mode & 0o020 and not _private_group(status.st_gid):
+        why = f"writable by group {_group_name(status.st_gid)} (mode {mode:o})"
+    else:
+        return
+    raise AnnotuneError(
+        f"not using this config: it is {why}, and it names the commands annotune runs",
+        Location(str(config), 1, 1),
+        hint=f"pass --config {config} to use it anyway",
+    )
+
+
+def _private_group(gid: int) -> bool:
+    """Whether group `gid` is the user's own: named as the user, their primary group, with
+    no other member."""
     try:
-        text = config_path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise AnnotuneError(
-            f"cannot read config: {error.strerror}", Location(str(config_path), 1, 1)
-        ) from None
+        group, user = grp.getgrgid(gid), pwd.getpwuid(os.geteuid())
+    except KeyError:
+        return False
+    return (
+        group.gr_name == user.pw_name and user.pw_gid == gid and set(group.gr_mem) <= {user.pw_name}
+    )
+
+
+def _user_name(uid: int) -> str:
     try:
-        data = tomllib.loads(text)
+        return f"user {pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+def _group_name(gid: int) -> str:
+    try:
+        return f"{grp.getgrgid(gid).gr_name} (gid {gid})"
+    except KeyError:
+        return f"gid {gid}"
+
+
+def _parse_toml(text: str, path: Path) -> dict:
+    """The TOML document; a mistake located in it."""
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         # Python < 3.14 keeps the position only in the message: "... (at line 2, column 12)".
         where = re.search(r"\(at line (\d+), column (\d+)\)", str(error))
         line, column = (int(where.group(1)), int(where.group(2))) if where else (1, 1)
         message = str(error).split(" (at ")[0]
+        raise AnnotuneError(f"invalid TOML: {message}", Location(str(path), line, column)) from None
+    except RecursionError:  # tomllib reads nested arrays and tables recursively
         raise AnnotuneError(
-            f"invalid TOML: {message}", Location(str(config_path), line, column)
+            "invalid TOML: arrays or tables nested too deeply", Location(str(path), 1, 1)
         ) from None
+
+
+def load_file_config(config_path: Path, source: Path) -> FileConfig | None:
+    """The `[[file]]` entry of `config_path` naming `source`, or None if there is none."""
+    text = read_text(config_path, CONFIG)
+    data = _parse_toml(text, config_path)
     where = _Positions(config_path, text)
+    _reject_nul(data, where, ())
     top: tuple = ()
     if config_path.name == "pyproject.toml":
         top = ("tool", "annotune")
@@ -270,15 +356,30 @@ def load_file_config(config_path: Path, source: Path) -> FileConfig | None:
         if not isinstance(data, dict):
             raise AnnotuneError("[tool.annotune] must be a table", where.key(top))
     entries = _checked_entries(data, where, top)
-    target = source.resolve()
+    target = os.path.realpath(source)  # realpath: a loop of links is no error here
     for index, entry in enumerate(entries):
         at = (*top, "file", index)
         path = entry.get("path")
         if not isinstance(path, str):
             raise AnnotuneError('each [[file]] needs a path = "..."', where.value((*at, "path")))
-        if (config_path.parent / path).resolve() == target:
+        if os.path.realpath(config_path.parent / path) == target:
             return _file_config(entry, config_path.parent, where, at, str(config_path))
     return None
+
+
+def _reject_nul(value: object, where: _Positions, at: tuple) -> None:
+    """A NUL character (TOML's "\\u0000") in any key or string: no path, argument or
+    environment variable can hold one, and the operating system would refuse it later."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if "\0" in key:
+                raise AnnotuneError("a key cannot hold a NUL character", where.key((*at, key)))
+            _reject_nul(item, where, (*at, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _reject_nul(item, where, (*at, index))
+    elif isinstance(value, str) and "\0" in value:
+        raise AnnotuneError("a string cannot hold a NUL character", where.value(at))
 
 
 def _checked_entries(data: dict, where: _Positions, top: tuple) -> list[dict]:
@@ -306,7 +407,14 @@ def _known_keys(table: dict, known: set[str], where: _Positions, at: tuple, what
             hint = (
                 f"did you mean '{close[0]}'?" if close else f"expected: {', '.join(sorted(known))}"
             )
-            raise AnnotuneError(f"unknown key '{key}' in {what} ({hint})", where.key((*at, key)))
+            raise AnnotuneError(
+                f"unknown key {_quoted(key)} in {what} ({hint})", where.key((*at, key))
+            )
+
+
+def _quoted(key: str) -> str:
+    """A key as a message shows it: quoted, escapes for control characters, cut if long."""
+    return repr(key if len(key) <= 40 else key[:40] + "...")
 
 
 def _file_config(
@@ -329,7 +437,7 @@ def _file_config(
 
 def _from(base: Path, path: str) -> str:
     """A path written in the config: relative to the config file's directory."""
-    return path if Path(path).is_absolute() else str((base / path).resolve())
+    return path if Path(path).is_absolute() else os.path.realpath(base / path)
 
 
 def _compile(entry: dict, base: Path, where: _Positions, at: tuple) -> tuple[str, ...] | None:
@@ -385,8 +493,12 @@ def _settings(
     numbers = {}
     for key, kind in (("timeout", float), ("repeats", int), ("warmup", int)):
         value = entry.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
-            raise AnnotuneError(f"'{key}' must be a number", where.value((*at, key)))
+        if value is not None and (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+        ):
+            raise AnnotuneError(f"'{key}' must be a finite number", where.value((*at, key)))
         if value is not None and (value < 0 or (kind is int and int(value) != value)):
             raise AnnotuneError(
                 f"'{key}' must be a non-negative {kind.__name__}", where.value((*at, key))
@@ -429,7 +541,7 @@ def _env(entry: dict, where: _Positions, at: tuple) -> tuple[EnvSetting, ...]:
     through a shell), each `{...}` in a value a parameter's name."""
     settings = []
     for name, value in _table(entry, "env", where, at).items():
-        if not _ENV_NAME.fullmatch(name):
+        if not _C_NAME.fullmatch(name):
             raise AnnotuneError(
                 f"{name!r} is not an environment variable's name (letters, digits, '_')",
                 where.key((*at, "env", name)),
@@ -475,6 +587,8 @@ def _string_list(entry: dict, key: str, where: _Positions, at: tuple) -> list[st
 
 def _config_param(name: str, spec: object, where: _Positions, at: tuple) -> ConfigParam:
     location = where.key(at)
+    if not _C_NAME.fullmatch(name):  # it becomes a -D flag and a macro in the header
+        raise AnnotuneError(f"{_quoted(name)} is not a macro name (letters, digits, '_')", location)
     if isinstance(spec, str):
         domain_text, default, domain_at = spec, None, where.value(at)
     elif isinstance(spec, dict):

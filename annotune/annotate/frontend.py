@@ -17,15 +17,19 @@ headers are expected and ignored. From the translation unit we take:
 from __future__ import annotations
 
 import bisect
+import codecs
 import ctypes
 import functools
 import os
+import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import clang.cindex as ci
 
 from annotune.core.diagnostics import AnnotuneError, Location
+from annotune.core.inputs import SOURCE, argument_path, check_input, read_input
 
 SHIM_PATH = "/__annotune__/cuda_shim.h"
 ANNOTUNE_INCLUDE_DIR = Path(__file__).resolve().parent.parent / "include"
@@ -111,15 +115,53 @@ class SourceFile:
     skipped: list[tuple[int, int]] = field(default_factory=list)  # skipped #if branches, sorted
     expanded: frozenset[int] = frozenset()  # offsets of the macro names the preprocessor expanded
     _line_starts: list[int] = field(default_factory=list, repr=False)
+    _last: tuple[int, int, int] = field(default=(0, 0, 0), repr=False)  # line, offset, column
 
     def location(self, offset: int) -> Location:
-        """1-based line and column of a byte offset."""
+        """1-based line and column of a byte offset. The column counts characters, as every
+        Location's does (what an editor shows and the caret lines up under), not bytes."""
         line = bisect.bisect_right(self.line_starts, offset)
-        return Location(self.path, line, offset - self.line_starts[line - 1] + 1)
+        start = self.line_starts[line - 1]
+        if self.is_ascii:
+            return Location(self.path, line, offset - start + 1)
+        column = 1
+        if self._last[0] == line and start <= self._last[1] <= offset:  # uses come in order:
+            start, column = self._last[1:]  # a long line is decoded once, not once per use
+        before = self.data[start:offset]
+        if start == 0:
+            before = before.removeprefix(codecs.BOM_UTF8)
+        column += len(before.decode("utf-8", errors="replace"))
+        if offset == len(self.data) or not 0x80 <= self.data[offset] < 0xC0:
+            self._last = (line, offset, column)  # decoding may restart here: not mid-character
+        return Location(self.path, line, column)
+
+    def location_in(self, start: int, text: str, offset: int) -> Location:
+        """Where character `offset` of `text` is, `text` being this file's bytes from byte
+        `start` decoded (a comment, a pragma's body): the grammar's offsets count characters."""
+        before = text[:offset]
+        newlines = before.count("\n")
+        at = self.location(start)
+        if not newlines:
+            return at.shifted(offset)
+        return Location(self.path, at.line + newlines, offset - before.rfind("\n"))
 
     def offset(self, location: Location) -> int:
-        """The byte offset of a location in this file (`location`'s inverse)."""
-        return self.line_starts[location.line - 1] + location.column - 1
+        """The byte offset of a location in this file (`location`'s inverse): the last byte
+        whose column is the location's, so a character's first byte."""
+        low = self.line_starts[location.line - 1]
+        lines = len(self.line_starts)
+        high = self.line_starts[location.line] - 1 if location.line < lines else len(self.data)
+        while low < high:
+            middle = (low + high + 1) // 2
+            if self.location(middle).column <= location.column:
+                low = middle
+            else:
+                high = middle - 1
+        return low
+
+    @functools.cached_property
+    def is_ascii(self) -> bool:
+        return self.data.isascii()
 
     @property
     def line_starts(self) -> list[int]:
@@ -188,17 +230,9 @@ class ParsedSource:
 
 
 def check_readable(path: Path) -> None:
-    """A located error for a path that is missing, a directory, or unreadable."""
-    where = Location(str(path), 1, 1)
-    if path.is_dir():
-        raise AnnotuneError("is a directory, not a source file", where)
-    if not path.exists():
-        raise AnnotuneError("no such file", where)
-    try:
-        with path.open("rb"):
-            pass
-    except OSError as error:
-        raise AnnotuneError(f"cannot read file: {error.strerror}", where) from None
+    """A located error for a path that is missing, unreadable, not a regular file (a
+    directory, a FIFO, a device) or too large to be a source."""
+    check_input(path, SOURCE)
 
 
 def language_of(path: Path) -> str:
@@ -223,56 +257,105 @@ def parse_source(
     path: Path, *, include_dirs: list[str] | None = None, defines: list[str] | None = None
 ) -> ParsedSource:
     """Parse `path` and collect its own and its local headers' tokens and directives."""
-    if not path.is_file():
-        raise AnnotuneError("no such file", Location(str(path), 1, 1))
-    try:
-        path.read_bytes()
-    except OSError as error:
-        raise AnnotuneError(
-            f"cannot read file: {error.strerror}", Location(str(path), 1, 1)
-        ) from None
+    data = read_input(path, SOURCE)
+    search = [*(include_dirs or []), str(ANNOTUNE_INCLUDE_DIR)]
+    _check_headers(path, data, search)
     language = language_of(path)
     args = clang_args(language, include_dirs or [], defines or [])
     index = ci.Index.create()
+    # The bytes just read, not the file again: what the front end saw is what it reports on.
+    name = argument_path(path)  # `-x.c` is no option
+    unsaved = [(SHIM_PATH, CUDA_SHIM), (name, data)]
     try:
-        tu = index.parse(
-            str(path), args=args, unsaved_files=[(SHIM_PATH, CUDA_SHIM)], options=_PARSE_OPTIONS
-        )
+        tu = index.parse(name, args=args, unsaved_files=unsaved, options=_PARSE_OPTIONS)
     except ci.TranslationUnitLoadError:
         raise AnnotuneError(
             "libclang could not parse this file", Location(str(path), 1, 1)
         ) from None
 
     display = {os.path.realpath(str(path)): str(path)}
-    missing: list[tuple[Location, str]] = []
-    includes: dict[tuple[str, int], str] = {}
     user_dirs = [os.path.realpath(d) for d in include_dirs or []]
-    timing_header = _collect_local_includes(tu, display, missing, includes, user_dirs)
+    inclusions, timing_header = _collect_local_includes(tu, display, user_dirs)
 
     expanded = _expansions(tu, display)
-    files = [_load_file(tu, key, shown, expanded[key]) for key, shown in display.items()]
+    main = next(iter(display))
+    loaded = {
+        key: _load_file(tu, key, shown, data if key == main else None, expanded[key])
+        for key, shown in display.items()
+    }
+    missing: list[tuple[Location, str]] = []
+    includes: dict[tuple[str, int], str] = {}
+    for includer, offset, spelling, header in inclusions:
+        where = loaded[includer].location(offset)  # the lines and columns of our Locations
+        if header is None:
+            missing.append((where, spelling))
+        else:
+            includes[(where.file, where.line)] = display[header]
+    files = list(loaded.values())
     functions = _functions(tu, display)
     return ParsedSource(
         files[0], files, functions, missing, language, includes, timing_header=timing_header
     )
 
 
+_INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*(["<])([^">\r\n]+)[">]', re.MULTILINE)
+
+
+def _check_headers(path: Path, data: bytes, search: list[str]) -> None:
+    """Refuse a header clang would hang on or read without end, before clang opens it: a FIFO
+    blocks it forever, `/dev/zero` fills memory, and libclang cannot be told not to open them.
+
+    The `#include` lines of the source and, recursively, of each header they find are followed
+    as written (in every `#if` branch, no macro expanded), looked up as clang does: a quoted
+    name beside its includer first, then in `search`. Each header found must be a regular file
+    within the size of a source; one not found is clang's to report.
+    """
+    pending = [(path, data)]
+    seen = {os.path.realpath(path)}
+    while pending:
+        includer, text = pending.pop()
+        for match in _INCLUDE.finditer(text):
+            name = os.fsdecode(match.group(2))
+            directories = [str(includer.parent)] if match.group(1) == b'"' else []
+            header = _first_existing([Path(d) / name for d in [*directories, *search]])
+            if header is None or os.path.realpath(header) in seen:
+                continue
+            try:
+                contents = read_input(header, SOURCE)
+            except AnnotuneError as error:
+                where = SourceFile(str(includer), text, []).location(match.start(2))
+                raise AnnotuneError(f"header '{name}' {error.message}", where) from None
+            seen.add(os.path.realpath(header))
+            pending.append((header, contents))
+
+
+def _first_existing(candidates: list[Path]) -> Path | None:
+    """The header clang's lookup stops at: the first candidate that exists and is not a
+    directory (a missing one, a loop of links or a NUL byte in the name: clang's to report)."""
+    for candidate in candidates:
+        try:
+            if not stat.S_ISDIR(os.stat(candidate).st_mode):
+                return candidate
+        except (OSError, ValueError):
+            continue
+    return None
+
+
 def _collect_local_includes(
-    tu: ci.TranslationUnit,
-    display: dict[str, str],
-    missing: list[tuple[Location, str]],
-    includes: dict[tuple[str, int], str],
-    user_dirs: list[str],
-) -> bool:
+    tu: ci.TranslationUnit, display: dict[str, str], user_dirs: list[str]
+) -> tuple[list[tuple[str, int, str, str | None]], bool]:
     """Follow `#include "..."` from the main file through local headers, and `#include <...>`
     where it finds a header in one of `user_dirs` (the configured include directories: their
-    headers are the project's, however included); return whether one of them is annotune's
-    timing header (then every run must print its time).
+    headers are the project's, however included). Return each inclusion in a user's file (the
+    includer's real path, the byte offset of the directive, the name written, the real path
+    of the local header or None when a quoted one was not found), and whether one of the
+    headers is annotune's timing header (then every run must print its time).
 
     The preprocessing record lists inclusions in translation order, and a header's own
     inclusions follow the line that includes it, so one pass reaches every depth.
     """
     timing_header = False
+    inclusions: list[tuple[str, int, str, str | None]] = []
     for cursor in tu.cursor.get_children():
         if cursor.kind != ci.CursorKind.INCLUSION_DIRECTIVE or cursor.location.file is None:
             continue
@@ -284,10 +367,10 @@ def _collect_local_includes(
             included = cursor.get_included_file()
         except AssertionError:  # libclang returns a null file when the header was not found
             included = None
-        where = Location(display[includer], cursor.location.line, cursor.location.column)
+        offset = cursor.location.offset
         if included is None:
             if quoted:
-                missing.append((where, cursor.spelling))
+                inclusions.append((includer, offset, cursor.spelling, None))
             continue
         key = os.path.realpath(included.name)
         if Path(key).parent == ANNOTUNE_INCLUDE_DIR:
@@ -297,8 +380,8 @@ def _collect_local_includes(
             continue
         if key not in display:
             display[key] = os.path.normpath(included.name)
-        includes[(where.file, where.line)] = display[key]
-    return timing_header
+        inclusions.append((includer, offset, cursor.spelling, key))
+    return inclusions, timing_header
 
 
 def _inside(path: str, directories: list[str]) -> bool:
@@ -358,9 +441,11 @@ def _token_kind(token: ci.Token) -> str:
 
 
 def _load_file(
-    tu: ci.TranslationUnit, key: str, shown: str, expanded: frozenset[int]
+    tu: ci.TranslationUnit, key: str, shown: str, data: bytes | None, expanded: frozenset[int]
 ) -> SourceFile:
-    data = Path(key).read_bytes()
+    """A user's file: its bytes (`data`, else read: a local header) and clang's tokens of it."""
+    if data is None:
+        data = read_input(Path(shown), SOURCE)
     clang_file = tu.get_file(key)
     extent = ci.SourceRange.from_locations(
         ci.SourceLocation.from_offset(tu, clang_file, 0),
@@ -394,6 +479,12 @@ def _line_start(data: bytes, offset: int) -> int:
     return data.rfind(b"\n", 0, offset) + 1
 
 
+def _blank(text: bytes) -> bool:
+    """Whether the text before a token on its line is only blanks (a file's byte order mark
+    too: an editor's, and the compiler skips it)."""
+    return text.removeprefix(codecs.BOM_UTF8).strip() == b""
+
+
 def _directives(source: SourceFile) -> list[Directive]:
     data = source.data
     tokens = source.tokens
@@ -401,8 +492,13 @@ def _directives(source: SourceFile) -> list[Directive]:
     i = 0
     while i < len(tokens):
         token = tokens[i]
-        starts_line = data[_line_start(data, token.start) : token.start].strip() == b""
-        if not (token.kind == "punctuation" and token.text == "#" and starts_line):
+        # Whether "#" starts its line only for a "#": the text before every token of a long
+        # line (a generated table) would be copied once per token.
+        if not (
+            token.kind == "punctuation"
+            and token.text == "#"
+            and _blank(data[_line_start(data, token.start) : token.start])
+        ):
             i += 1
             continue
         end = _logical_line_end(data, token.start)
@@ -434,7 +530,7 @@ def _comment_alone_on_line_above(
     between = data[previous.end : tokens[hash_index].start]
     if between.count(b"\n") != 1 or between.strip() != b"":
         return None
-    if data[_line_start(data, previous.start) : previous.start].strip() != b"":
+    if not _blank(data[_line_start(data, previous.start) : previous.start]):
         return None
     return previous
 

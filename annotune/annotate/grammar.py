@@ -9,28 +9,39 @@ offset into the text it was given; the front end turns offsets into FILE:LINE:CO
     DOMAIN := values(a, b, ...) | range(lo, hi[, step]) | pow2(lo, hi) | bool
     #pragma annotune param NAME DOMAIN [default(V)]
     #pragma annotune constraint EXPR
+
+Numbers are C constants, read by the same rules as in constraints (annotune.space.expressions):
+ASCII digits only, `010` is octal, `1_0` and `１０` are no numbers, integers fit in 64 bits.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
+
+from annotune.space.expressions import ExpressionError, parse_constant, unexpected_character
 
 Number = int | float
 
 # Tokens of the small annotation language: names, numbers, punctuation. This is a lexer for
-# our own mini-language (the C source itself is read by libclang).
+# our own mini-language (the C source itself is read by libclang). A number is lexed as C's
+# preprocessing number, everything a constant could run on into, so that `12abc` is one bad
+# constant (with its own message) rather than 12 and a stray name.
 _TOKEN = re.compile(
-    r"\s*(?:"
-    r"(?P<number>[+-]?(?:0[xX][0-9a-fA-F]+|(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?)[uUlLfF]*)"
+    r"(?:(?P<number>[+-]?\.?[0-9](?:[eEpP][+-]|[0-9A-Za-z_.])*)"
     r"|(?P<name>[A-Za-z_][A-Za-z_0-9]*)"
-    r"|(?P<punct>[(),:])"
-    r")"
+    r"|(?P<punct>[(),:]))"
+    r"[ \t\n\r\f\v]*"  # and the space after it
 )
+_SPACE = re.compile(r"[ \t\n\r\f\v]*")
+_PLAIN_INTEGER = re.compile(r"[+-]?(?:0|[1-9][0-9]{0,17})")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z_0-9]*\Z")
 
 DOMAIN_KINDS = ("values", "range", "pow2", "bool")
 MAX_DOMAIN_SIZE = 1_000_000
+"""Most values a domain may have: a search over more is no search, and `range(1, 10**12)`
+must be an error, not an attempt to build a trillion-value tuple."""
 
 
 class GrammarError(ValueError):
@@ -86,54 +97,63 @@ class _Token:
     offset: int
 
 
-def _tokenize(text: str, base: int = 0) -> list[_Token]:
-    tokens: list[_Token] = []
-    pos = 0
+def _tokenize(text: str, base: int = 0) -> Iterator[_Token]:
+    """Tokens on demand, so the first mistake from the left is the one reported, and a
+    megabyte of `values(...)` is never held as a list of tokens."""
+    pos = _SPACE.match(text).end()  # type: ignore[union-attr]  # matches ""
     while pos < len(text):
-        if text[pos:].strip() == "":
-            break
         match = _TOKEN.match(text, pos)
-        if match is None or match.end() == pos:
-            bad = pos + len(text[pos:]) - len(text[pos:].lstrip())
-            raise GrammarError(f"unexpected character {text[bad]!r}", base + bad)
+        if match is None:
+            raise GrammarError(unexpected_character(text[pos]), base + pos)
         kind = match.lastgroup or ""
-        tokens.append(_Token(kind, match.group(kind), base + match.start(kind)))
+        yield _Token(kind, match.group(kind), base + pos)
         pos = match.end()
-    return tokens
 
 
 def parse_number(text: str) -> Number:
-    """A C number literal (decimal, hex or floating; suffixes ignored) as a Python number."""
-    if re.fullmatch(r"[+-]?0[xX][0-9a-fA-F]+[uUlL]*", text):
-        return int(text.rstrip("uUlL"), 16)
-    if re.fullmatch(r"[+-]?\d+[uUlL]*", text):
-        return int(text.rstrip("uUlL"))
+    """A C number literal with an optional sign (decimal, octal, hex or floating; suffixes
+    checked, then ignored) as a Python number, read as C and the constraints read it.
+
+    Raises GrammarError (a ValueError) at the offset of the mistake within `text`.
+    """
+    if _PLAIN_INTEGER.fullmatch(text):  # most numbers: read directly, 18 digits always fit
+        return int(text)
+    sign = text[:1] if text[:1] in ("+", "-") else ""
     try:
-        return float(text.rstrip("fFlL"))
-    except ValueError:
-        raise ValueError(f"not a number: {text!r}") from None
+        value = parse_constant(text[len(sign) :])
+    except ExpressionError as error:
+        raise GrammarError(error.message, len(sign) + error.offset) from None
+    return -value if sign == "-" else value
 
 
 class _Cursor:
-    """Walks a token list; every error points at the token it stopped on."""
+    """Walks the tokens with one of lookahead; every error points at the token it stopped on."""
 
     def __init__(self, text: str, base: int = 0):
         self.text = text
         self.base = base
-        self.tokens = _tokenize(text, base)
-        self.index = 0
-        self.end_offset = base + len(text.rstrip())
+        self._tokens = _tokenize(text, base)
+        self._next = next(self._tokens, None)
+        self.last: _Token | None = None
+        self.end_offset = base + len(text.rstrip(" \t\n\r\f\v"))
 
     def source(self, start: int, end: int) -> str:
         """The original text between two absolute offsets."""
         return self.text[start - self.base : end - self.base]
 
     def peek(self) -> _Token | None:
-        return self.tokens[self.index] if self.index < len(self.tokens) else None
+        return self._next
 
     def here(self) -> int:
         token = self.peek()
         return token.offset if token else self.end_offset
+
+    def _advance(self) -> _Token:
+        token = self._next
+        assert token is not None  # callers peeked
+        self.last = token
+        self._next = next(self._tokens, None)
+        return token
 
     def take(self, kind: str, text: str | None = None, what: str = "") -> _Token:
         token = self.peek()
@@ -141,19 +161,20 @@ class _Cursor:
             wanted = what or (repr(text) if text else kind)
             found = f"{token.text!r}" if token else "end of annotation"
             raise GrammarError(f"expected {wanted}, found {found}", self.here())
-        self.index += 1
-        return token
+        return self._advance()
 
     def accept(self, kind: str, text: str | None = None) -> _Token | None:
         token = self.peek()
         if token is not None and token.kind == kind and (text is None or token.text == text):
-            self.index += 1
-            return token
+            return self._advance()
         return None
 
     def number(self) -> tuple[Number, int]:
         token = self.take("number", what="a number")
-        return parse_number(token.text), token.offset
+        try:
+            return parse_number(token.text), token.offset
+        except GrammarError as error:
+            raise GrammarError(error.message, token.offset + error.offset) from None
 
 
 def _parse_domain(cursor: _Cursor) -> Domain:
@@ -171,12 +192,17 @@ def _parse_domain(cursor: _Cursor) -> Domain:
         args: list[tuple[Number, int]] = []
         if not cursor.accept("punct", ")"):
             while True:
+                if len(args) == MAX_DOMAIN_SIZE:
+                    raise GrammarError(
+                        f"too large a domain: more than {MAX_DOMAIN_SIZE:,} values", cursor.here()
+                    )
                 args.append(cursor.number())
                 if cursor.accept("punct", ")"):
                     break
                 cursor.take("punct", ",", what="',' or ')'")
         values = _domain_values(kind, args, head.offset)
-    last = cursor.tokens[cursor.index - 1]
+    last = cursor.last
+    assert last is not None  # the domain's name at least
     return Domain(kind, values, cursor.source(start, last.offset + len(last.text)))
 
 
@@ -202,8 +228,13 @@ def _domain_values(kind: str, args: list[tuple[Number, int]], at: int) -> tuple[
             raise GrammarError(f"range step must be positive, got {step}", args[2][1])
         if lo > hi:
             raise GrammarError(f"empty domain: range({lo}, {hi}) has lo > hi", args[0][1])
-        if (hi - lo) // step + 1 > MAX_DOMAIN_SIZE:
-            raise GrammarError(f"range has more than {MAX_DOMAIN_SIZE} values", at)
+        count = (hi - lo) // step + 1
+        if count > MAX_DOMAIN_SIZE:
+            raise GrammarError(
+                f"too large a domain: range({', '.join(str(v) for v, _ in args)}) has "
+                f"{count:,} values, more than {MAX_DOMAIN_SIZE:,}",
+                at,
+            )
         return tuple(range(lo, hi + 1, step))
     # pow2
     if len(args) != 2:
@@ -239,7 +270,7 @@ def find_tune_comments(comment: str) -> list[TuneComment]:
     """All `@tune` annotations in one comment's text (`// ...` or `/* ... */`)."""
     body_start, body_end = _comment_body(comment)
     found: list[TuneComment] = []
-    positions = [m.start() for m in re.finditer(r"@tune\b", comment)]
+    positions = [m.start() for m in re.finditer(r"@tune\b", comment, re.ASCII)]
     for i, at in enumerate(positions):
         if at < body_start or at >= body_end:
             continue

@@ -17,6 +17,7 @@ generated inputs would be wrong.
 
 from __future__ import annotations
 
+import heapq
 import os
 import re
 from collections.abc import Collection, Iterable, Mapping
@@ -232,7 +233,10 @@ def _value(expr: Expression, values: Mapping[str, Number], what: str) -> Number:
     columns = {name: np.array([values[name]]) for name in expr.names}
     result, undefined = evaluate_with_undefined(expr, columns, rows=1)
     if undefined[0]:
-        raise LaunchError(f"{what} is undefined in C here ({_one_line(expr)}): e.g. / 0")
+        raise LaunchError(
+            f"{what} is undefined in C here ({_one_line(expr)}): e.g. a division by zero or a "
+            "signed overflow"
+        )
     return result[0].item()
 
 
@@ -590,8 +594,10 @@ def _numeric_macros(parsed: ParsedSource, params: set[str]) -> dict[str, Express
     """Object-like macros whose value is a C expression over numbers, params and such macros.
 
     The first definition of a name wins (as in the front end); a macro whose value is anything
-    else (a string, a cast, a call) is left out, so naming it in the pragma is an unknown name.
-    Resolved to a fixed point because a macro may use one defined after it.
+    else (a string, a cast, a call), or that uses itself, is left out, so naming it in the pragma
+    is an unknown name. Each body is parsed once and the macros are resolved in dependency
+    order (a macro may use one defined after it): linear, where retrying every unresolved body
+    until nothing changes is quadratic in a header of thousands of macros.
     """
     bodies: dict[str, str] = {}
     for source in parsed.files:
@@ -606,19 +612,40 @@ def _numeric_macros(parsed: ParsedSource, params: set[str]) -> dict[str, Express
             if function_like or name in params or name in RESERVED_NAMES or len(words) < 2:
                 continue
             bodies.setdefault(name, " ".join(w.text for w in words[1:]))
+    candidates: dict[str, Expression] = {}
+    for name, body in bodies.items():
+        try:
+            candidates[name] = parse_expression(body, _Anything())  # type: ignore[arg-type]
+        except ExpressionError:
+            continue
+    return _resolve(candidates, params)
+
+
+def _resolve(candidates: Mapping[str, Expression], params: set[str]) -> dict[str, Expression]:
+    """The candidates whose names all resolve to parameters or resolved candidates, each after
+    the macros it uses, otherwise in definition order (Kahn's algorithm over a heap)."""
+    order = {name: i for i, name in enumerate(candidates)}
+    waiting: dict[str, set[str]] = {}
+    users: dict[str, list[str]] = {}
+    ready: list[tuple[int, str]] = []
+    for name, expr in candidates.items():
+        needs = {n for n in expr.names if n not in params}
+        if not needs <= candidates.keys():
+            continue  # uses a name that is neither: never numeric
+        waiting[name] = needs
+        for need in needs:
+            users.setdefault(need, []).append(name)
+        if not needs:
+            heapq.heappush(ready, (order[name], name))
     macros: dict[str, Expression] = {}
-    progress = True
-    while progress:
-        progress = False
-        for name, body in bodies.items():
-            if name in macros:
-                continue
-            try:
-                expr = parse_expression(body, _Names(params, macros))
-            except ExpressionError:
-                continue
-            macros[name] = expr
-            progress = True
+    while ready:
+        _, name = heapq.heappop(ready)
+        macros[name] = candidates[name]
+        for user in users.get(name, ()):
+            needs = waiting[user]
+            needs.discard(name)
+            if not needs:
+                heapq.heappush(ready, (order[user], user))
     return macros
 
 

@@ -30,6 +30,7 @@ from annotune.annotate.frontend import Directive, SourceFile, Token
 from annotune.annotate.problem import TunableParam
 from annotune.core.diagnostics import AnnotuneError, Location
 from annotune.core.files import replace_atomically
+from annotune.core.inputs import SOURCE, read_input
 
 HELPER = "ANNOTUNE_PRAGMA"
 
@@ -154,10 +155,7 @@ def write_lift(plan: LiftPlan) -> list[str]:
     changed = [file for file in plan.files if file.changed]
     for file in changed:
         where = Location(file.path, 1, 1)
-        try:
-            current = Path(file.path).read_bytes()
-        except OSError as error:
-            raise AnnotuneError(f"cannot read file: {error.strerror}", where) from None
+        current = read_input(Path(file.path), SOURCE)
         if current != file.before:
             raise AnnotuneError(
                 "file changed while annotune lift was reading it; nothing written",

@@ -14,6 +14,7 @@ from annotune.core.diagnostics import AnnotuneError, Location
 # Spaces up to this many Cartesian configurations are counted exactly (a few seconds).
 EXACT_COUNT_LIMIT = 20_000_000
 ESTIMATE_SAMPLES = 200_000
+ESTIMATE_CELLS = 1 << 24  # sampled values held at once while estimating (128 MiB of int64)
 
 
 @dataclass(frozen=True)
@@ -47,9 +48,17 @@ def summarize_space(problem: Problem, *, seed: int = 0) -> SpaceSummary:
             raise AnnotuneError("this constraint leaves no legal configuration", decl.location)
         return SpaceSummary(space.cartesian_size, space.count_legal())
     rng = np.random.default_rng(seed)
-    rows = np.column_stack([rng.integers(0, len(p.values), ESTIMATE_SAMPLES) for p in space.params])
-    fraction = float(np.mean(space.is_legal(rows)))
-    return SpaceSummary(space.cartesian_size, None, round(fraction * space.cartesian_size))
+    batch = max(1, min(ESTIMATE_SAMPLES, ESTIMATE_CELLS // max(1, len(space.params))))
+    legal = drawn = 0
+    while drawn < ESTIMATE_SAMPLES:  # in batches: thousands of parameters fit in memory too
+        count = min(batch, ESTIMATE_SAMPLES - drawn)
+        rows = np.empty((count, len(space.params)), np.int64)
+        for j, param in enumerate(space.params):
+            rows[:, j] = rng.integers(0, len(param.values), count)
+        legal += int(np.count_nonzero(space.is_legal(rows)))
+        drawn += count
+    estimate = (legal * space.cartesian_size + ESTIMATE_SAMPLES // 2) // ESTIMATE_SAMPLES
+    return SpaceSummary(space.cartesian_size, None, estimate)  # integers: 2**3000 is no float
 
 
 def scan_warnings(problem: Problem, parsed: ParsedSource) -> list[tuple[Location, str]]:

@@ -54,6 +54,7 @@ from annotune.builder.variants import (
     variant_source,
 )
 from annotune.builder.verify import check_values, checks_values, tuned_macros
+from annotune.core.inputs import argument_path
 from annotune.core.records import BuildResult, KernelResources, Number
 
 __all__ = ["Builder", "CompilerCommand", "cubin_compiler", "default_compiler"]
@@ -168,11 +169,14 @@ class Builder:
             _save(scratch, result, digests.of(dependencies), program)
             (scratch / _DEPENDENCY_FILE).unlink(missing_ok=True)
             shutil.rmtree(scratch / "src", ignore_errors=True)
-            _discard(final)  # an entry whose dependencies changed
-            try:
-                os.replace(scratch, final)
-            except OSError:  # another process finished the same variant first: use theirs
-                shutil.rmtree(scratch, ignore_errors=True)
+            if _load(final, variant.params, Digests()) is not None:
+                shutil.rmtree(scratch, ignore_errors=True)  # another process built it meanwhile
+            else:
+                _discard(final)  # an entry whose dependencies changed
+                try:
+                    os.replace(scratch, final)
+                except OSError:  # another process finished the same variant first: use theirs
+                    shutil.rmtree(scratch, ignore_errors=True)
         except BaseException:
             shutil.rmtree(scratch, ignore_errors=True)
             raise
@@ -203,7 +207,7 @@ class Builder:
             return compiled
         dump = scratch / _MACROS
         argv = self._command(variant, source, dump, includes, scratch)
-        checked = check_values(argv, str(source), dump, macros, self.timeout)
+        checked = check_values(argv, argument_path(source), dump, macros, self.timeout)
         dump.unlink(missing_ok=True)
         seconds = compiled.seconds + checked.seconds
         if checked.ok:
@@ -217,7 +221,7 @@ class Builder:
         """The variant's preprocessed program's hash (`preprocessed`) and its seconds."""
         output = scratch / _PREPROCESSED
         argv = self._command(variant, source, output, includes, scratch)
-        return program_digest(argv, str(source), output, scratch, self.timeout)
+        return program_digest(argv, argument_path(source), output, scratch, self.timeout)
 
     def _dependencies(
         self, variant: VariantSource, includes: list[str], scratch: Path, ok: bool

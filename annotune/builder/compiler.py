@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from annotune.core.diagnostics import AnnotuneError
+from annotune.core.inputs import argument_path
 from annotune.core.records import TRANSIENT_ERRNOS, KernelResources
 
 PRESETS: dict[str, tuple[str, ...]] = {
@@ -113,7 +114,9 @@ class CompilerCommand:
                 expanded.extend(f"-I{d}" for d in includes)
             else:
                 expanded.append(
-                    arg.replace("{source}", str(source)).replace("{output}", str(output))
+                    arg.replace("{source}", argument_path(source)).replace(
+                        "{output}", argument_path(output)
+                    )
                 )
         return expanded
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from annotune.annotate import Problem, TunableParam
+from annotune.core.inputs import SOURCE, read_input
 from annotune.core.records import Number
 
 
@@ -98,7 +99,7 @@ def header_ignored(problem: Problem, values: Mapping[str, Number | None]) -> lis
 
 
 def read_files(problem: Problem) -> dict[str, bytes]:
-    return {file: Path(file).read_bytes() for file in problem.files}
+    return {file: read_input(Path(file), SOURCE) for file in problem.files}
 
 
 def materialize(variant: VariantSource, directory: Path) -> Path:

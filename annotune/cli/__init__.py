@@ -2,21 +2,74 @@
 only when that command runs (see `annotune.cli.app.COMMANDS`)."""
 
 import os
+import platform
 import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
 
-from annotune.cli.app import EXIT_FAILED, app
+from annotune import __version__
+from annotune.cli.app import EXIT_INTERNAL_ERROR, EXIT_INTERRUPTED, app
+
+CRASH_DIR = "crash"
+"""Where crash logs go, under annotune's cache directory (else the system's temp directory)."""
 
 
 def main() -> None:
-    """Entry point: a bug inside annotune is reported in one line (ANNOTUNE_DEBUG=1 shows it)."""
+    """Entry point. A bug inside annotune is reported in a few lines that say it is one, with
+    the versions a report needs, and the traceback goes to a crash log rather than over the
+    user's terminal (ANNOTUNE_DEBUG=1 raises it instead). Ctrl-C is exit 130, never a
+    traceback, wherever it lands."""
     try:
         app()
+    except KeyboardInterrupt:
+        print("annotune: interrupted", file=sys.stderr)
+        sys.exit(EXIT_INTERRUPTED)
     except Exception as error:  # typer.Exit and SystemExit never reach here (standalone mode)
         if os.environ.get("ANNOTUNE_DEBUG"):
             raise
-        print(
-            f"annotune: internal error: {type(error).__name__}: {error}\n"
-            "note: this is a bug in annotune; rerun with ANNOTUNE_DEBUG=1 for the traceback",
-            file=sys.stderr,
-        )
-        sys.exit(EXIT_FAILED)
+        _report_bug(error)
+        sys.exit(EXIT_INTERNAL_ERROR)
+
+
+def _report_bug(error: Exception) -> None:
+    headline = (str(error).splitlines() or [""])[0][:300]
+    print(f"annotune: internal error: {type(error).__name__}: {headline}", file=sys.stderr)
+    versions = f"annotune {__version__}, Python {platform.python_version()}"
+    log = write_crash_log(traceback.format_exc())
+    if log is None:
+        print(traceback.format_exc(), end="", file=sys.stderr)
+        where = "no crash log could be written; the traceback is above"
+    else:
+        where = f"the traceback is in {log}"
+    print(
+        f"note: this is a bug in annotune ({versions}); {where}; please report it with that "
+        "traceback (ANNOTUNE_DEBUG=1 raises it instead)",
+        file=sys.stderr,
+    )
+
+
+def write_crash_log(trace: str) -> Path | None:
+    """Write `trace`, with the versions and the command line, to a new file in annotune's
+    cache directory, else in the system's temp directory (a read-only or full home must not
+    lose it); the file's path, or None when neither could be written."""
+    from platformdirs import user_cache_path
+
+    name = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+    text = (
+        f"annotune {__version__}\n"
+        f"Python {sys.version}\n"
+        f"platform {platform.platform()}\n"
+        f"command {sys.argv!r}\n\n"
+        f"{trace}"
+    )
+    for base in (user_cache_path("annotune"), Path(tempfile.gettempdir()) / "annotune"):
+        path = base / CRASH_DIR / name
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        return path
+    return None

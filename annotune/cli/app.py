@@ -1,8 +1,11 @@
 """The typer application and the conventions every command shares.
 
-Exit codes: 0 success, 1 the work itself failed (e.g. no valid configuration was found),
-2 bad input (a located `FILE:LINE:COL: error:` message on stderr), 130 interrupted.
-Data goes to stdout; progress, warnings and errors go to stderr.
+Exit codes: 0 success; 1 the work itself failed (e.g. no valid configuration was found), or
+an internal error (a bug in annotune: one message, the traceback in a crash log, see
+`annotune.cli.main`); 2 bad input (a located `FILE:LINE:COL: error:` message, or click's
+"Invalid value for '--option'", on stderr); 130 interrupted (Ctrl-C), anywhere.
+Data goes to stdout; progress, warnings and errors go to stderr. Nothing user-controlled is
+read as rich markup: the consoles print text literally unless given styled `Text`.
 
 A command's module is imported only when that command runs (`COMMANDS`), and rich only when a
 command prints with it (`stdout`, `stderr`): `annotune build` runs on every `make` and must not
@@ -29,6 +32,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 EXIT_FAILED = 1
+EXIT_INTERNAL_ERROR = 1
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
 
@@ -102,6 +106,19 @@ class _LazyGroup(TyperGroup):
             self.commands[args[0]] = _load(args[0])
         return super().resolve_command(ctx, args)
 
+    def invoke(self, ctx: typer.Context) -> Any:
+        """Run the command. A bad or missing option value is one line, like every other bad
+        input ("annotune: error: Invalid value for '--seed': ..."), not a framed panel; Ctrl-C
+        anywhere in it (its import included) is exit 130 with one line, never a traceback."""
+        try:
+            return super().invoke(ctx)
+        except typer.BadParameter as error:
+            print(f"annotune: error: {error.format_message()}", file=sys.stderr)
+            raise typer.Exit(code=EXIT_BAD_INPUT) from None
+        except KeyboardInterrupt:
+            print("annotune: interrupted", file=sys.stderr)
+            raise typer.Exit(code=EXIT_INTERRUPTED) from None
+
 
 def _load(name: str) -> TyperCommand:
     """Import the module of command `name`, which registers it on `app`, and build it."""
@@ -135,15 +152,17 @@ def _group() -> None:
 def __getattr__(name: str) -> Console:
     """`stdout` and `stderr`, the rich consoles of tables and progress, made on first import
     (`from annotune.cli.app import stdout`). Tables keep a readable width when piped into a file
-    or a CI log. Any other name (the import system asks for `__path__`) imports nothing."""
+    or a CI log. Markup is off: device names, paths, parameter values and compiler messages are
+    printed as they are, and `[/]` in one is text, not a MarkupError; styles come as `Text`.
+    Any other name (the import system asks for `__path__`) imports nothing."""
     if name not in ("stdout", "stderr"):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     from rich.console import Console
 
     if name == "stdout":
-        console = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 160)
+        console = Console(soft_wrap=True, markup=False, width=None if sys.stdout.isatty() else 160)
     else:
-        console = Console(stderr=True, soft_wrap=True)
+        console = Console(stderr=True, soft_wrap=True, markup=False)
     globals()[name] = console
     return console
 
@@ -156,9 +175,6 @@ def user_errors() -> Iterator[None]:
     except AnnotuneError as error:
         print(error.render(), file=sys.stderr)
         raise typer.Exit(code=EXIT_BAD_INPUT) from None
-    except KeyboardInterrupt:
-        print("annotune: interrupted", file=sys.stderr)
-        raise typer.Exit(code=EXIT_INTERRUPTED) from None
 
 
 # Options several commands share, declared once.
@@ -169,7 +185,10 @@ ConfigPath = Annotated[
 ]
 DbPath = Annotated[
     Path | None,
-    typer.Option(help="Results database (default: .annotune/results.db beside FILE)."),
+    typer.Option(
+        help="Results database (default: .annotune/results.db beside FILE, or in the user "
+        "cache when that directory is read-only)."
+    ),
 ]
 
 

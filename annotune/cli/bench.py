@@ -13,17 +13,20 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.progress import Progress
 from rich.table import Table
 
 from annotune.bench import BenchRow, RunTrace, bench, plot_boxes, size_prior
 from annotune.bench.transfer import TransferRow, transfer_bench
 from annotune.cli.app import app, print_json, require_matplotlib, stderr, stdout, user_errors
+from annotune.cli.params import MAX_COUNT, MAX_SEED, one_of, output_file
 from annotune.core.diagnostics import AnnotuneError
 from annotune.results.replay import ReplayDataset, load_replay
 from annotune.search import STRATEGY_NAMES
 
 _STRATEGY_HELP = f"Repeatable; one of: {', '.join(STRATEGY_NAMES)}."
+_known_strategies = one_of(STRATEGY_NAMES)
 
 
 @app.command("bench")
@@ -32,17 +35,28 @@ def bench_command(
         ..., help="Kernel Tuner cache (.json/.json.gz) or T4 results files."
     ),
     strategy: list[str] = typer.Option(  # noqa: B008
-        ["iterml"], "--strategy", "-s", help=_STRATEGY_HELP
+        ["iterml"], "--strategy", "-s", callback=_known_strategies, help=_STRATEGY_HELP
     ),
-    repeats: int = typer.Option(100, help="Runs (seeds) per dataset and strategy."),
-    seed: int = typer.Option(0, help="Seed from which every run's seed is derived."),
+    repeats: int = typer.Option(
+        100, min=1, max=MAX_COUNT, help="Runs (seeds) per dataset and strategy."
+    ),
+    seed: int = typer.Option(
+        0, min=0, max=MAX_SEED, help="Seed from which every run's seed is derived."
+    ),
     max_evals: int | None = typer.Option(
-        None, help="Cap on measurements per run (default: random search's exact Standard 2)."
+        None,
+        min=1,
+        max=MAX_COUNT,
+        help="Cap on measurements per run (default: random search's exact Standard 2).",
     ),
-    workers: int | None = typer.Option(None, help="Processes (default: all cores)."),
+    workers: int | None = typer.Option(
+        None, min=1, max=MAX_COUNT, help="Processes (default: all cores)."
+    ),
     json_output: bool = typer.Option(False, "--json", help="Print one JSON object only."),
     plot: Path | None = typer.Option(  # noqa: B008
-        None, help="Write Figure-14 style box plots to this PNG (needs matplotlib)."
+        None,
+        callback=output_file,
+        help="Write Figure-14 style box plots to this PNG (needs matplotlib).",
     ),
     transfer: bool = typer.Option(
         False,
@@ -60,7 +74,6 @@ def bench_command(
     """Measurements each strategy needs for Standard 1 (median of best >= 0.95) and
     Standard 2 (5th percentile >= 0.95), beside the exact values for random search."""
     with user_errors():
-        _check_options(strategy, repeats, max_evals, workers)
         loaded = [load_replay(path) for path in datasets]
         if transfer:
             if plot is not None:
@@ -75,7 +88,7 @@ def bench_command(
         with Progress(console=stderr, disable=not show, transient=True) as progress:
             task = progress.add_task("bench", total=total)
             for dataset in loaded:
-                progress.update(task, description=dataset.name)
+                progress.update(task, description=escape(dataset.name))  # a file's name
 
                 def advance(_name: str, _trace: RunTrace) -> None:
                     progress.advance(task)
@@ -99,22 +112,6 @@ def bench_command(
             print_json({"results": [row.to_json() for row in rows]})
         else:
             stdout.print(_table(rows))
-
-
-def _check_options(
-    strategies: list[str], repeats: int, max_evals: int | None, workers: int | None
-) -> None:
-    for name in strategies:
-        if name not in STRATEGY_NAMES:
-            raise AnnotuneError(
-                f"unknown strategy {name!r}; choose one of {', '.join(STRATEGY_NAMES)}"
-            )
-    if repeats < 1:
-        raise AnnotuneError("--repeats must be at least 1")
-    if max_evals is not None and max_evals < 1:
-        raise AnnotuneError("--max-evals must be at least 1")
-    if workers is not None and workers < 1:
-        raise AnnotuneError("--workers must be at least 1")
 
 
 def _table(rows: list[BenchRow]) -> Table:

@@ -3,7 +3,9 @@
 Copies `OUT_DIR/<device-slug>/<stem>.h` to OUT, or, when that device has no tuned header,
 writes the defaults read from FILE's annotations with one warning on stderr. OUT is rewritten
 only when its content changes (make then rebuilds only what really changed) and always
-atomically, so any number of `make -j` jobs may build the same OUT at once.
+atomically, so any number of `make -j` jobs may build the same OUT at once. OUT may also be a
+device or FIFO (`-o /dev/stdout`): written in place, never read to compare; a full one
+(`/dev/full`) is an error, exit 2. OUT is checked before any work (`cli.params.output_file`).
 
 A header included with `-include` cannot override an unguarded `#define` or a pragma literal.
 So before OUT takes a new tuned header, the source is read and every tuned value checked: one
@@ -27,7 +29,9 @@ import typer
 
 from annotune import __version__
 from annotune.cli.app import JsonFlag, app, print_json, user_errors
+from annotune.cli.params import device_name, output_dir, output_file
 from annotune.core.diagnostics import AnnotuneError, Location
+from annotune.core.files import same_content
 from annotune.emit import render_defaults_header, tuned_header_path, write_if_changed
 from annotune.emit.shadow import header_values, recorded_compile, write_copies
 from annotune.run.device import DEVICE_ENV, current_device_name
@@ -39,14 +43,22 @@ if TYPE_CHECKING:
 @app.command()
 def build(
     file: Annotated[Path, typer.Argument(help="The annotated source the header belongs to.")],
-    out: Annotated[Path, typer.Option("--output", "-o", help="The header to write.")],
+    out: Annotated[
+        Path,
+        typer.Option("--output", "-o", callback=output_file, help="The header to write."),
+    ],
     device: Annotated[
         str | None,
-        typer.Option(help=f"Device name (default: ${DEVICE_ENV}, else this machine's GPU or CPU)."),
+        typer.Option(
+            callback=device_name,
+            help=f"Device name (default: ${DEVICE_ENV}, else this machine's GPU or CPU).",
+        ),
     ] = None,
     out_dir: Annotated[
         Path | None,
-        typer.Option(help="Where tuned headers live (default: tuned/ beside FILE)."),
+        typer.Option(
+            file_okay=False, help="Where tuned headers live (default: tuned/ beside FILE)."
+        ),
     ] = None,
     config: Annotated[
         Path | None,
@@ -55,8 +67,9 @@ def build(
     shadow_dir: Annotated[
         Path | None,
         typer.Option(
+            callback=output_dir,
             help="Also write tuned copies of FILE and its headers here, for code you must not "
-            "edit, and print what to compile instead of FILE."
+            "edit, and print what to compile instead of FILE.",
         ),
     ] = None,
     json: JsonFlag = False,
@@ -85,12 +98,9 @@ def build(
             if compile_args is None:
                 problem = problem or _problem(file, config)
                 compile_args = _shadow(problem, file, text, header, shadow_dir)
-        elif tuned and _differs(out, text):
+        elif tuned and not same_content(out, text.encode("utf-8")):
             _check_reaches(_problem(file, config), file, text, header)
-        try:
-            changed = write_if_changed(out, text)
-        except OSError as error:
-            raise AnnotuneError(f"cannot write {out}: {error.strerror}") from None
+        changed = write_if_changed(out, text)
     if json:
         print_json(
             {
@@ -110,13 +120,6 @@ def _read(header: Path) -> str:
         return header.read_bytes().decode("utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise AnnotuneError(f"cannot read the tuned header {header}: {error}") from None
-
-
-def _differs(out: Path, text: str) -> bool:
-    try:
-        return out.read_bytes() != text.encode("utf-8")
-    except OSError:
-        return True
 
 
 def _problem(file: Path, config: Path | None) -> Problem:

@@ -20,6 +20,7 @@ from typing import Annotated
 import numpy as np
 import typer
 from rich.table import Table
+from rich.text import Text
 from rich.tree import Tree as RichTree
 
 from annotune.cli.app import (
@@ -32,7 +33,7 @@ from annotune.cli.app import (
     stdout,
     user_errors,
 )
-from annotune.core.diagnostics import AnnotuneError
+from annotune.cli.params import MAX_COUNT, device_name, output_file
 from annotune.core.records import normalized_performance
 from annotune.results.replay import load_replay
 from annotune.results.studies import read_study
@@ -59,12 +60,20 @@ def explain(
         typer.Argument(help="A replay dataset (.json/.json.gz) or a tuned source file."),
     ],
     plot: Annotated[
-        Path | None, typer.Option(help="Also draw the tree into this PNG (needs matplotlib).")
+        Path | None,
+        typer.Option(
+            callback=output_file, help="Also draw the tree into this PNG (needs matplotlib)."
+        ),
     ] = None,
-    depth: Annotated[int, typer.Option(help="Levels of splits in the tree.")] = 4,
+    depth: Annotated[
+        int, typer.Option(min=1, max=MAX_COUNT, help="Levels of splits in the tree.")
+    ] = 4,
     device: Annotated[
         str | None,
-        typer.Option(help="Source file: this device's measurements (default: the newest study)."),
+        typer.Option(
+            callback=device_name,
+            help="Source file: this device's measurements (default: the newest study).",
+        ),
     ] = None,
     db: DbPath = None,
     json: JsonFlag = False,
@@ -72,8 +81,6 @@ def explain(
     """Partition the measured configurations of FILE by the parameter values that matter
     most (Starchart's regression tree) and rank the parameters by importance."""
     with user_errors():
-        if depth < 1:
-            raise AnnotuneError("--depth must be at least 1")
         if plot is not None:
             require_matplotlib()
         samples = _replay(file) if _is_replay(file) else _measured(file, db, device)
@@ -120,13 +127,17 @@ def _measured(source: Path, db: Path | None, device: str | None) -> Samples:
     return Samples(title, found.names, found.values(), normalized_performance(found.times()))
 
 
-def _label(node: Node, condition: str) -> str:
-    return f"{condition}  [dim]n={node.count}[/]  mean {node.mean:.3f}"
+def _label(node: Node, condition: str) -> Text:
+    """A node's line, styled without markup: a condition holds a dataset's parameter names and
+    values, which may contain `[`."""
+    return Text.assemble(
+        (condition, "bold"), "  ", (f"n={node.count}", "dim"), f"  mean {node.mean:.3f}"
+    )
 
 
 def _rich_tree(tree: Tree) -> RichTree:
     """Figure 3 of the paper as text: every node's split, sample count and mean."""
-    top = RichTree(_label(tree.root, "[bold]all[/]"))
+    top = RichTree(_label(tree.root, "all"))
     stack = [(tree.root, top)]
     while stack:
         node, branch = stack.pop()
@@ -136,7 +147,7 @@ def _rich_tree(tree: Tree) -> RichTree:
             (node.low, node.condition()),
             (node.high, node.condition(high=True)),
         ):
-            stack.append((child, branch.add(_label(child, f"[bold]{condition}[/]"))))
+            stack.append((child, branch.add(_label(child, condition))))
     return top
 
 

@@ -25,6 +25,8 @@ from annotune.cli.app import (
     stdout,
     user_errors,
 )
+from annotune.cli.params import MAX_SEED, device_name, output_dir
+from annotune.emit import check_headers_writable
 from annotune.transfer.prior import predict
 
 
@@ -32,7 +34,10 @@ from annotune.transfer.prior import predict
 def predict_command(
     file: Annotated[Path, typer.Argument(help="The annotated source.")],
     device: Annotated[
-        str, typer.Option(help="The GPU to predict for, e.g. 'NVIDIA A100-PCIE-40GB'.")
+        str,
+        typer.Option(
+            callback=device_name, help="The GPU to predict for, e.g. 'NVIDIA A100-PCIE-40GB'."
+        ),
     ],
     transfer_from: Annotated[
         list[Path] | None,
@@ -49,15 +54,18 @@ def predict_command(
         bool, typer.Option("--force", help="With --write: replace a measured header too.")
     ] = False,
     out_dir: Annotated[
-        Path | None, typer.Option(help="Where headers go (default: tuned/ beside FILE).")
+        Path | None,
+        typer.Option(callback=output_dir, help="Where headers go (default: tuned/ beside FILE)."),
     ] = None,
-    seed: Annotated[int, typer.Option(help="Random seed of the model.")] = 0,
+    seed: Annotated[int, typer.Option(min=0, max=MAX_SEED, help="Random seed of the model.")] = 0,
     db: DbPath = None,
     config: ConfigPath = None,
     json: JsonFlag = False,
 ) -> None:
     """Predict the best configuration of FILE for a GPU from other GPUs' results alone."""
     with user_errors():
+        if write:
+            check_headers_writable(file, out_dir)
         problem = read_problem(file, config_path=config)
         report = predict(
             problem,

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from annotune.annotate import Problem, read_problem_and_source
 from annotune.annotate.summary import SpaceSummary, scan_warnings, summarize_space
@@ -70,7 +71,8 @@ def _print_table(problem: Problem, summary: SpaceSummary) -> None:
         )
     stdout.print(table)
     for constraint in problem.constraints:
-        stdout.print(f"constraint  {constraint.text}    [dim]{_where(constraint.location)}[/dim]")
+        where = Text(_where(constraint.location), style="dim")
+        stdout.print(Text.assemble(f"constraint  {constraint.text}    ", where))
     stdout.print(summary.describe())
     unguarded = [p.name for p in problem.params if not p.guarded]
     if unguarded:

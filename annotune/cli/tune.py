@@ -26,7 +26,21 @@ from annotune.cli.app import (
     stdout,
     user_errors,
 )
+from annotune.cli.params import (
+    MAX_COUNT,
+    MAX_SEED,
+    device_name,
+    one_of,
+    output_dir,
+    positive_seconds,
+    share,
+    time_pattern,
+    tolerance,
+)
 from annotune.core.diagnostics import AnnotuneError
+from annotune.emit import check_headers_writable
+from annotune.run.backends import BACKENDS
+from annotune.run.program import TIME_UNITS
 from annotune.search import STRATEGY_NAMES
 from annotune.session.compile_only import CompileReport, compile_configurations
 from annotune.session.options import TuneArguments, tune_options
@@ -38,22 +52,36 @@ SHOWN_FAILURE_KINDS = 3
 @app.command("tune")
 def tune_command(
     file: Annotated[Path, typer.Argument(help="The annotated source to tune.")],
-    budget: Annotated[int, typer.Option(help="Measurements to make (reused ones count).")] = 100,
+    budget: Annotated[
+        int, typer.Option(min=1, max=MAX_COUNT, help="Measurements to make (reused ones count).")
+    ] = 100,
     seconds: Annotated[
-        float | None, typer.Option(help="Stop after this much wall time, too.")
+        float | None,
+        typer.Option(callback=positive_seconds, help="Stop after this much wall time, too."),
     ] = None,
     strategy: Annotated[
-        str, typer.Option(help=f"Search strategy: {', '.join(STRATEGY_NAMES)}.")
+        str,
+        typer.Option(
+            callback=one_of(STRATEGY_NAMES), help=f"Search strategy: {', '.join(STRATEGY_NAMES)}."
+        ),
     ] = "iterml",
-    seed: Annotated[int, typer.Option(help="Random seed: the same seed, the same search.")] = 0,
+    seed: Annotated[
+        int,
+        typer.Option(min=0, max=MAX_SEED, help="Random seed: the same seed, the same search."),
+    ] = 0,
     device: Annotated[
-        str | None, typer.Option(help="Device name (default: the GPU's name, else cpu-<model>).")
+        str | None,
+        typer.Option(
+            callback=device_name, help="Device name (default: the GPU's name, else cpu-<model>)."
+        ),
     ] = None,
     jobs: Annotated[
-        int | None, typer.Option(help="Parallel compiles (default: the core count).")
+        int | None,
+        typer.Option(min=1, max=MAX_COUNT, help="Parallel compiles (default: the core count)."),
     ] = None,
     out_dir: Annotated[
-        Path | None, typer.Option(help="Where headers go (default: tuned/ beside FILE).")
+        Path | None,
+        typer.Option(callback=output_dir, help="Where headers go (default: tuned/ beside FILE)."),
     ] = None,
     db: DbPath = None,
     fresh: Annotated[bool, typer.Option(help="Forget earlier measurements of this study.")] = False,
@@ -70,46 +98,67 @@ def tune_command(
     repeats: Annotated[
         int | None,
         typer.Option(
+            min=1,
+            max=MAX_COUNT,
             help="The least number of timed runs per configuration (default 5); more are made "
-            "until its median is stable."
+            "until its median is stable.",
         ),
     ] = None,
     max_repeats: Annotated[
         int | None,
-        typer.Option(help="The most timed runs per configuration (default 30)."),
+        typer.Option(
+            min=1, max=MAX_COUNT, help="The most timed runs per configuration (default 30)."
+        ),
     ] = None,
     stable_within: Annotated[
         float | None,
         typer.Option(
-            help="Stable: the 95% interval of the median within this share of it (default 0.02)."
+            callback=share,
+            help="Stable: the 95% interval of the median within this share of it (default 0.02).",
         ),
     ] = None,
-    warmup: Annotated[int | None, typer.Option(help="Untimed runs first (default 1).")] = None,
+    warmup: Annotated[
+        int | None, typer.Option(min=0, max=MAX_COUNT, help="Untimed runs first (default 1).")
+    ] = None,
     timeout: Annotated[
-        float | None, typer.Option(help="Seconds before a run counts as hung (default 60).")
+        float | None,
+        typer.Option(
+            callback=positive_seconds, help="Seconds before a run counts as hung (default 60)."
+        ),
     ] = None,
     time_regex: Annotated[
-        str | None, typer.Option(help="Regex whose first group is the time (in --time-unit).")
+        str | None,
+        typer.Option(
+            callback=time_pattern,
+            help="Regex whose first group is the time (in --time-unit).",
+        ),
     ] = None,
     time_unit: Annotated[
         str | None,
-        typer.Option(help="The unit of what --time-regex captures: s, ms, us or ns (default ms)."),
+        typer.Option(
+            callback=one_of(tuple(TIME_UNITS)),
+            help="The unit of what --time-regex captures: s, ms, us or ns (default ms).",
+        ),
     ] = None,
     run_dir: Annotated[
         Path | None,
         typer.Option(
+            exists=True,
+            file_okay=False,
             help="Where the program runs, so that relative paths in its arguments are found "
-            "(default: the config's run_dir, else the current directory)."
+            "(default: the config's run_dir, else the current directory).",
         ),
     ] = None,
     compile_timeout: Annotated[
-        float, typer.Option(help="Seconds before a compile counts as failed.")
+        float,
+        typer.Option(callback=positive_seconds, help="Seconds before a compile counts as failed."),
     ] = 300.0,
     mode: Annotated[
         str,
         typer.Option(
+            callback=one_of(("program", "kernel", "auto")),
             help="program (run the executable), kernel (launch the '#pragma annotune kernel' "
-            "with generated inputs; needs a GPU), or auto (kernel when one is declared)."
+            "with generated inputs; needs a GPU), or auto (kernel when one is declared).",
         ),
     ] = "auto",
     kernel: Annotated[
@@ -117,7 +166,10 @@ def tune_command(
     ] = None,
     backend: Annotated[
         str | None,
-        typer.Option(help="Kernel mode: pycuda or cuda-python (default: pycuda if installed)."),
+        typer.Option(
+            callback=one_of(BACKENDS),
+            help="Kernel mode: pycuda or cuda-python (default: pycuda if installed).",
+        ),
     ] = None,
     transfer: Annotated[
         bool,
@@ -137,12 +189,17 @@ def tune_command(
     recheck: Annotated[
         int,
         typer.Option(
+            min=0,
+            max=MAX_COUNT,
             help="The best configurations re-measured against the default, interleaved, before "
-            "a winner is claimed (0: no final check and no speedup claimed)."
+            "a winner is claimed (0: no final check and no speedup claimed).",
         ),
     ] = 3,
     recheck_rounds: Annotated[
-        int, typer.Option(help="Interleaved rounds of that final check (at least 6).")
+        int,
+        typer.Option(
+            min=1, max=MAX_COUNT, help="Interleaved rounds of that final check (at least 6)."
+        ),
     ] = 30,
     retry_failed: Annotated[
         bool, typer.Option(help="Measure this study's failed configurations again.")
@@ -160,7 +217,10 @@ def tune_command(
     ] = True,
     check_rtol: Annotated[
         float | None,
-        typer.Option(help="Relative tolerance of that check (default 1e-6; kernels 1e-5)."),
+        typer.Option(
+            callback=tolerance,
+            help="Relative tolerance of that check (default 1e-6; kernels 1e-5).",
+        ),
     ] = None,
     flush_l2: Annotated[
         bool | None,
@@ -235,6 +295,7 @@ def tune_command(
         if compile_only:
             _report_compiles(compile_configurations(problem, options, arch), json)
             return
+        check_headers_writable(problem.source, options.out_dir)
         try:
             with _ProgressDisplay(enabled=not json and stderr.is_terminal) as display:
                 report = tune(problem, options, display.update)
@@ -284,10 +345,10 @@ class _ProgressDisplay:
     def __init__(self, enabled: bool):
         self.enabled = enabled
         self.progress = Progress(
-            TextColumn("[bold]{task.description}"),
+            TextColumn("{task.description}", style="bold", markup=False),
             BarColumn(),
             MofNCompleteColumn(),
-            TextColumn("{task.fields[status]}"),
+            TextColumn("{task.fields[status]}", markup=False),
             TimeElapsedColumn(),
             console=stderr,
             transient=False,
@@ -423,6 +484,8 @@ def _report_compiles(report: CompileReport, json: bool) -> None:
     if json:
         print_json(report.to_json())
     else:
+        for warning in report.warnings:
+            stderr.print(f"annotune: warning: {warning}", highlight=False)
         size = "too many to count" if report.space_size is None else f"{report.space_size:,}"
         stdout.print(
             f"compiled      {report.compiled} of {report.compiled + report.failed} "

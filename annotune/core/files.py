@@ -1,19 +1,33 @@
-"""Writing the user's files safely: never a half-written file, whoever reads it and when."""
+"""Writing the user's files safely: never a half-written file, whoever reads it and when; never
+a hang or an endless read on a path that is not a regular file; and, asked before any work,
+whether a path can be written at all, so that a long run does not end with its output lost."""
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import tempfile
 from pathlib import Path
 
 
 def replace_atomically(path: Path, data: bytes) -> None:
     """Write `data` to a temporary file unique to this call beside `path`, then rename it over
-    `path`: readers see the old file or the new one, even with many writers (`make -j`).
+    `path`: readers see the old file or the new one, even with many writers (`make -j`). On any
+    error (no space left, I/O error, read-only) the old file stays as it was and OSError says why.
 
     The new file keeps the old one's permissions, else gets what `open()` would give (0666
     less the umask): mkstemp alone would leave it readable by its owner only.
+
+    A symbolic link stays a link: the file it names is replaced (so `-o /dev/stdout` redirected
+    into a file replaces that file, not /dev/stdout). A `path` that leads to no regular file (a
+    device such as /dev/full, a terminal, a pipe or FIFO) is written in place instead: renaming
+    over it would replace the device node itself, and the bytes were meant for what it leads to.
     """
+    if _is_special(path):
+        _write_in_place(path, data)
+        return
+    path = Path(os.path.realpath(path))
     mode = _file_mode(path)
     fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -26,6 +40,109 @@ def replace_atomically(path: Path, data: bytes) -> None:
     except BaseException:
         Path(temp).unlink(missing_ok=True)
         raise
+
+
+def same_content(path: Path, data: bytes) -> bool:
+    """Whether `path` is a regular file holding exactly `data`.
+
+    Only a regular file of exactly `len(data)` bytes is read, and no further than that: a
+    device (/dev/zero, /dev/full) reads without end, a FIFO blocks, and a large unrelated file
+    would be read whole just to learn that it differs.
+    """
+    return read_regular(path, limit=len(data)) == data
+
+
+def read_regular(path: Path, *, limit: int | None = None) -> bytes | None:
+    """The bytes of `path` when it is a regular file (of at most `limit` bytes, if given); None
+    for anything else, or when it cannot be read. Never blocks on a FIFO (opened without
+    waiting for a writer) nor reads a device without end."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as file:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or (limit is not None and info.st_size > limit):
+            return None
+        try:
+            return file.read() if limit is None else file.read(limit + 1)
+        except OSError:
+            return None
+
+
+def why_not_writable(path: Path, *, directory: bool = False) -> str | None:
+    """Why a file (or, with `directory`, a directory to write files in) cannot be made at
+    `path`, or None when it can: "is a directory", "a/b is not a directory", "permission
+    denied", "read-only file system". Missing directories count as ones to be created, so the
+    nearest existing one above must be writable. Cheap (a few system calls, nothing written):
+    `annotune build` asks on every `make`."""
+    try:
+        info = path.stat()
+    except (FileNotFoundError, NotADirectoryError):
+        return _why_not_creatable(path.parent if not directory else path)
+    except OSError as error:
+        return error.strerror.lower()
+    if directory:
+        if not stat.S_ISDIR(info.st_mode):
+            return "is not a directory"
+        return _why_not_writable_dir(path)
+    if stat.S_ISDIR(info.st_mode):
+        return "is a directory"
+    if stat.S_ISREG(info.st_mode):  # replaced by a rename in its (the link's target's) directory
+        return _why_not_writable_dir(Path(os.path.realpath(path)).parent)
+    return None if os.access(path, os.W_OK) else _denied(path)
+
+
+def _why_not_creatable(directory: Path) -> str | None:
+    """Why `directory` and the missing ones above it cannot be created, or None."""
+    for ancestor in (directory, *directory.parents):
+        try:
+            info = ancestor.stat()
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError as error:
+            return f"{ancestor}: {error.strerror.lower()}"
+        if not stat.S_ISDIR(info.st_mode):
+            return f"{ancestor} is not a directory"
+        reason = _why_not_writable_dir(ancestor)
+        return None if reason is None else f"{ancestor}: {reason}"
+    return None
+
+
+def _why_not_writable_dir(directory: Path) -> str | None:
+    if os.access(directory, os.W_OK | os.X_OK):
+        return None
+    return _denied(directory)
+
+
+def _denied(path: Path) -> str:
+    """What `access()` refusing to write means: a read-only mount, else permissions."""
+    try:
+        read_only = bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        read_only = False
+    return "read-only file system" if read_only else "permission denied"
+
+
+def _is_special(path: Path) -> bool:
+    try:
+        return not stat.S_ISREG(path.stat().st_mode)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+
+
+def _write_in_place(path: Path, data: bytes) -> None:
+    """Write `data` into an existing device or FIFO, never waiting for a reader that may not
+    come: opening a FIFO nobody reads is an error (ENXIO) instead of a hang."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError as error:
+        if error.errno == errno.ENXIO:
+            raise OSError(errno.ENXIO, "nothing reads from it (a FIFO with no reader)") from None
+        raise
+    with os.fdopen(fd, "wb") as file:
+        os.set_blocking(fd, True)
+        file.write(data)
 
 
 def _file_mode(path: Path) -> int:

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from annotune import __version__
-from annotune.core.files import replace_atomically
+from annotune.core.diagnostics import AnnotuneError
+from annotune.core.files import replace_atomically, same_content, why_not_writable
 
 if TYPE_CHECKING:
     import jinja2
@@ -118,17 +119,33 @@ def write_if_changed(path: Path, text: str) -> bool:
     An unchanged file is not touched, so its mtime stays and make sees nothing new. Otherwise
     the text goes to a temporary file unique to this call in the same directory, which is then
     renamed over `path`: readers see the old file or the new one, never a partial one, even
-    with many writers at once (`make -j`).
+    with many writers at once (`make -j`). A device or FIFO (`-o /dev/stdout`) is never read to
+    compare and is written in place (`replace_atomically`). AnnotuneError naming `path` when it
+    cannot be written (no space left, read-only, a directory): the old file is then intact.
     """
     data = text.encode("utf-8")
+    if same_content(path, data):
+        return False
     try:
-        if path.read_bytes() == data:
-            return False
-    except FileNotFoundError:
-        pass
-    path.parent.mkdir(parents=True, exist_ok=True)
-    replace_atomically(path, data)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        replace_atomically(path, data)
+    except OSError as error:  # mkdir's "File exists" means a file where a directory must be
+        reason = why_not_writable(path) or error.strerror or str(error)
+        raise AnnotuneError(f"cannot write {path}: {reason}") from None
     return True
+
+
+def check_headers_writable(source: Path, out_dir: Path | None) -> None:
+    """AnnotuneError, asked before any work, when the tuned headers of `source` could not be
+    written under `out_dir` (default: tuned/ beside it): a tune that runs for an hour must not
+    end with its header lost to a read-only or misnamed directory."""
+    base = out_dir if out_dir is not None else source.parent / TUNED_DIR
+    reason = why_not_writable(base, directory=True)
+    if reason is not None:
+        raise AnnotuneError(
+            f"cannot write the tuned header in {base}: {reason}",
+            hint="--out-dir DIR puts it in another directory",
+        )
 
 
 @cache

@@ -22,7 +22,7 @@ import re
 from pathlib import Path
 
 from annotune.core.diagnostics import AnnotuneError
-from annotune.core.files import replace_atomically
+from annotune.core.files import read_regular, replace_atomically
 
 MANIFEST = ".annotune-shadow.json"
 
@@ -44,10 +44,7 @@ def recorded_compile(directory: Path, header_text: str) -> list[str] | None:
     """What to compile instead of the source, as recorded in DIR's manifest, when the copies
     there were made from this header, in this working directory, from the originals as they
     are now, and are themselves untouched; None otherwise (the copies must be made again)."""
-    try:
-        data = json.loads((directory / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+    data = _manifest(directory)
     if not isinstance(data, dict) or not _strings(data.get("compile")):
         return None
     inputs, copies = data.get("inputs"), data.get("copies")
@@ -101,11 +98,19 @@ def write_copies(
     replace_atomically(directory / MANIFEST, json.dumps(manifest, indent=1).encode("utf-8"))
 
 
-def _recorded_copies(directory: Path) -> set[str]:
+def _manifest(directory: Path) -> object:
+    """DIR's manifest as parsed JSON; None when there is none or it is no JSON (a regular
+    file only: what is there is only compared, and a FIFO or device must not hang `make`)."""
+    data = read_regular(directory / MANIFEST)
     try:
-        copies = json.loads((directory / MANIFEST).read_text(encoding="utf-8")).get("copies")
-    except (OSError, ValueError, AttributeError):
-        return set()
+        return None if data is None else json.loads(data)
+    except ValueError:
+        return None
+
+
+def _recorded_copies(directory: Path) -> set[str]:
+    data = _manifest(directory)
+    copies = data.get("copies") if isinstance(data, dict) else None
     return set(copies) if isinstance(copies, dict) else set()
 
 
@@ -118,7 +123,5 @@ def _digest(data: bytes) -> str:
 
 
 def _file_digest(path: str) -> str:
-    try:
-        return _digest(Path(path).read_bytes())
-    except OSError:
-        return "absent"
+    data = read_regular(Path(path))
+    return "absent" if data is None else _digest(data)

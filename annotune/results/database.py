@@ -1,7 +1,8 @@
 """The results database: every measurement of every study, in one SQLite file.
 
-Default location: `.annotune/results.db` in the source file's directory (`default_db_path`);
-`annotune tune --db PATH` picks another. One file may hold many studies.
+Default location: `.annotune/results.db` in the source file's directory, or, when that
+directory is read-only, a directory of the user's cache named after it (`workspace`,
+`default_db_path`); `annotune tune --db PATH` picks another. One file may hold many studies.
 
 A *study* is one tuning problem measured one way. Its key is a hash over everything that can
 change a measurement: the content of the source and of its local headers, the parameter space
@@ -19,35 +20,78 @@ FULL), so a run killed with SIGKILL loses at most the measurement it was taking.
 processes may write the same file at once; writers wait for each other (busy timeout) instead
 of failing. Like every WAL database, the file must be on a local file system (not NFS).
 
+Several tunes of one study share the work through *claims*: a tune claims a configuration
+before measuring it, and the others wait for its measurement instead of taking their own. A
+claim lapses when its owner's process is gone (on this host) or its lifetime has passed.
+
+Hostile files: a file that is not a whole annotune database (not SQLite, empty, cut short, a
+newer schema, another program's tables) is refused before SQLite writes a byte to it, with the
+path and what to do; so are directories, FIFOs and devices, which SQLite would hang on or
+write beside. Commands that only read (`existing`) never create a file and open one they may
+not write read-only.
+
 Times are in milliseconds, the unit of Kernel Tuner caches and T4 files.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
+import secrets
+import socket
 import sqlite3
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+import stat
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
+import platformdirs
+
+from annotune import __version__
 from annotune.annotate.problem import Problem
 from annotune.core.diagnostics import AnnotuneError
+from annotune.core.inputs import SOURCE, read_input
 from annotune.core.records import Measurement, Number
 from annotune.results.t4 import write_t4
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Stored in `PRAGMA user_version`; bump it with every change to the tables below and add the
 step that converts the previous version to `_MIGRATIONS`."""
 
 BUSY_TIMEOUT_S = 60.0
 """How long a writer waits for another process's transaction before giving up."""
 
-_SCHEMA = """
+DB_NAME = "results.db"
+WORKSPACE_NAME = ".annotune"
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+_CLAIM_TABLES = """
+CREATE TABLE claims (
+    study_id INTEGER NOT NULL REFERENCES studies(id) ON DELETE CASCADE,
+    config_key TEXT NOT NULL,
+    token TEXT NOT NULL,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    pid_started TEXT NOT NULL,
+    claimed TEXT NOT NULL,
+    expires REAL NOT NULL,
+    PRIMARY KEY (study_id, config_key)
+);
+CREATE TABLE meta (
+    name TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+"""
+
+_SCHEMA = (
+    """
 CREATE TABLE studies (
     id INTEGER PRIMARY KEY,
     key TEXT NOT NULL UNIQUE,
@@ -75,16 +119,88 @@ CREATE TABLE measurements (
     CHECK ((status = 'ok') = (time IS NOT NULL))
 );
 """
+    + _CLAIM_TABLES
+)
+
+_TABLES = frozenset({"studies", "measurements", "claims", "meta"})
+"""The tables of a version-`SCHEMA_VERSION` database."""
 
 _MIGRATIONS = {
     1: ("ALTER TABLE studies ADD COLUMN device_features TEXT",),
+    2: tuple(_CLAIM_TABLES.split(";")),
 }
 """Version N -> the statements that turn a version-N database into version N + 1, in place."""
 
+_OLDEST_READABLE = 2
+"""A read-only database older than this cannot be converted, and its tables cannot be read."""
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """Where a source's results database and compile cache live: `.annotune` beside it, or,
+    when that is read-only, a directory of the user's cache (`read_only` names the place it
+    replaces, so that the tune can say where its results went)."""
+
+    directory: Path
+    read_only: Path | None = None
+
+    @property
+    def db_path(self) -> Path:
+        return self.directory / DB_NAME
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.directory / "cache"
+
+    @property
+    def warning(self) -> str:
+        """What a tune reports when its files do not go beside the source; "" when they do."""
+        if self.read_only is None:
+            return ""
+        return (
+            f"{self.read_only} is read-only: annotune keeps this source's files in {self.directory}"
+        )
+
+
+def workspace(source: Path) -> Workspace:
+    """The `.annotune` directory of `source`: beside it when it can be written there (it, and
+    its cache, when they exist, else the directory that would hold it), else one in the user's
+    cache directory named by a hash of the source directory's absolute path, stable across
+    runs."""
+    local = source.parent / WORKSPACE_NAME
+    places = [place for place in (local, local / "cache") if place.exists()] or [local]
+    blocking = next((_nearest(place) for place in places if not can_write(place)), None)
+    if blocking is None:
+        return Workspace(local)
+    directory = source.parent.resolve()
+    digest = hashlib.sha256(str(directory).encode()).hexdigest()[:16]
+    cached = platformdirs.user_cache_path("annotune") / "sources" / f"{directory.name}-{digest}"
+    return Workspace(cached, read_only=blocking)
+
 
 def default_db_path(source: Path) -> Path:
-    """`.annotune/results.db` beside the source: results stay with the code they measure."""
-    return source.parent / ".annotune" / "results.db"
+    """The results database of `source`: its `workspace`'s. When that is in the user's cache
+    and has no database yet, one beside the read-only source (shipped with it) is read."""
+    place = workspace(source)
+    beside = source.parent / WORKSPACE_NAME / DB_NAME
+    if place.read_only is not None and not place.db_path.exists() and beside.is_file():
+        return beside
+    return place.db_path
+
+
+def can_write(path: Path) -> bool:
+    """Whether files can be made in the directory `path` (or changed, if it is a file), or,
+    when it does not exist yet, in the directory that would hold it. Permission bits as the
+    OS applies them: root may write where the bits say no."""
+    path = _nearest(path)
+    return os.access(path, os.W_OK | (os.X_OK if path.is_dir() else 0))
+
+
+def _nearest(path: Path) -> Path:
+    """`path`, or the nearest of its parents that exists."""
+    while not os.path.lexists(path) and path != path.parent:
+        path = path.parent
+    return path
 
 
 def config_key(params: Mapping[str, Any]) -> str:
@@ -104,7 +220,7 @@ def sources_hash(files: Sequence[str | Path]) -> str:
     digest = hashlib.sha256()
     for file in files:
         name = os.path.relpath(file, base).replace(os.sep, "/")
-        content = hashlib.sha256(Path(file).read_bytes()).hexdigest()
+        content = hashlib.sha256(read_input(Path(file), SOURCE)).hexdigest()
         digest.update(f"{name}\0{content}\n".encode())
     return digest.hexdigest()
 
@@ -167,6 +283,44 @@ class Study:
     device_features: dict | None = None
 
 
+@dataclass(frozen=True)
+class Owner:
+    """Who holds a claim: one tune (`token`), in a process on a host. `started` is the
+    process's start time as the OS gives it ("" where it does not), so that a reused pid is
+    not mistaken for the tune that died."""
+
+    token: str
+    host: str
+    pid: int
+    started: str
+
+    @classmethod
+    def here(cls) -> Owner:
+        """A new owner: a tune in this process."""
+        pid = os.getpid()
+        return cls(secrets.token_hex(8), socket.gethostname(), pid, _process_started(pid))
+
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+
+def _reported(method: Callable[_P, _T]) -> Callable[_P, _T]:
+    """SQLite's failures of the file (locked, read-only, corrupt, disk full) as AnnotuneError
+    with the path and what to do; misuse of SQL (a bug in annotune) stays an exception."""
+
+    @functools.wraps(method)
+    def reporting(*args: _P.args, **kwargs: _P.kwargs) -> _T:
+        try:
+            return method(*args, **kwargs)
+        except (sqlite3.IntegrityError, sqlite3.ProgrammingError, sqlite3.InterfaceError):
+            raise
+        except sqlite3.DatabaseError as error:
+            raise _failure(args[0].path, error) from None  # type: ignore[attr-defined]
+
+    return reporting
+
+
 class Database:
     """A SQLite file of studies and their measurements.
 
@@ -176,32 +330,35 @@ class Database:
     that the study already holds keeps the first measurement and returns False, so two
     workers racing on one configuration cannot overwrite each other.
 
-    An older schema version is converted in place on opening (`_MIGRATIONS`); its data stays.
-    Raises AnnotuneError when the file is not a database or has a newer schema version.
+    `create` (a tune): a missing file is made, whole (`_create`), and the file must be
+    writable. Without it (`existing`: export, explain, predict) nothing is created, and a file
+    that may not be written is opened read-only. An older schema version is converted in place
+    on opening (`_MIGRATIONS`); its data stays. AnnotuneError, before anything is written, when
+    the path is no annotune database or cannot be used (see the module docstring).
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, create: bool = True) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if create and not os.path.lexists(path):
+            _create(path)
+        _check_file(path)
+        writable = can_write(path) and can_write(path.parent)
+        if create and not writable:
+            raise _read_only(path)
         try:
-            self._conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
-        except sqlite3.Error as error:
-            raise AnnotuneError(f"{path}: cannot open the results database ({error})") from None
+            self._conn = _connect(path, writable)
+        except sqlite3.DatabaseError as error:
+            raise _failure(path, error) from None
         try:
             self._conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-            self._conn.execute("PRAGMA journal_mode = WAL")
-            self._conn.execute("PRAGMA synchronous = FULL")
+            self._ensure_schema(writable)
+            if writable:
+                self._conn.execute("PRAGMA journal_mode = WAL")
+                self._conn.execute("PRAGMA synchronous = FULL")
             self._conn.execute("PRAGMA foreign_keys = ON")
-            self._ensure_schema()
-        except sqlite3.OperationalError as error:  # locked past the timeout, disk full, ...
-            self._conn.close()
-            raise AnnotuneError(f"{path}: cannot use the results database ({error})") from None
         except sqlite3.DatabaseError as error:
             self._conn.close()
-            raise AnnotuneError(
-                f"{path}: not an annotune results database ({error})",
-                hint=f"pick another file with --db, or move it aside: mv {path} {path}.old",
-            ) from None
+            raise _failure(path, error) from None
         except BaseException:
             self._conn.close()
             raise
@@ -227,37 +384,45 @@ class Database:
             raise
         self._conn.execute("COMMIT")
 
-    def _ensure_schema(self) -> None:
+    def _ensure_schema(self, writable: bool) -> None:
+        """Accept this version, convert an older one (when writable), refuse anything else.
+        Read first, without a lock: a file that is not understood is never written."""
+        version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise _newer(self.path, version, _written_by(self._conn))
+        if version == 0:
+            tables = self._conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+            what = "tables of another program" if tables else "no tables"
+            raise _foreign(self.path, f"a SQLite database with {what} and no annotune version")
+        if version < SCHEMA_VERSION:
+            if writable:
+                self._migrate()
+            elif version < _OLDEST_READABLE:
+                raise AnnotuneError(
+                    f"{self.path}: written by an older annotune (schema version {version}) and "
+                    "read-only here, so it cannot be converted to be read",
+                    hint="make it writable for one run (it is converted in place, its "
+                    "measurements kept), or copy it and use --db",
+                )
+            return
+        tables = {row[0] for row in self._conn.execute("SELECT name FROM sqlite_master")}
+        missing = ", ".join(sorted(_TABLES - tables))
+        if missing:
+            raise _foreign(self.path, f"schema version {version} without its tables ({missing})")
+
+    def _migrate(self) -> None:
+        """Convert an older version in place, under the write lock; another process may have
+        converted it meanwhile."""
         with self.transaction() as conn:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version == 0:
-                tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
-                if tables:
-                    raise sqlite3.DatabaseError("it holds tables but no annotune schema version")
-                for statement in _SCHEMA.split(";"):
+            for step in range(version, SCHEMA_VERSION):
+                for statement in _MIGRATIONS[step]:
                     if statement.strip():
                         conn.execute(statement)
-                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-                return
-            if 0 < version < SCHEMA_VERSION:
-                for step in range(version, SCHEMA_VERSION):
-                    for statement in _MIGRATIONS[step]:
-                        conn.execute(statement)
-                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-                return
-        if version != SCHEMA_VERSION:
-            newer = version > SCHEMA_VERSION
-            raise AnnotuneError(
-                f"{self.path}: results database has schema version {version}, "
-                f"this annotune reads version {SCHEMA_VERSION}",
-                hint=(
-                    "upgrade annotune to read it"
-                    if newer
-                    else f"annotune cannot convert it; start afresh with: "
-                    f"mv {self.path} {self.path}.v{version}"
-                ),
-            )
+            if version < SCHEMA_VERSION:
+                _stamp(conn)
 
+    @_reported
     def open_study(
         self,
         key: StudyKey,
@@ -301,6 +466,7 @@ class Database:
                 conn.execute("DELETE FROM measurements WHERE study_id = ?", (study_id,))
         return Study(study_id, key, created, _loads_or_none(stored))
 
+    @_reported
     def studies(self) -> list[Study]:
         """Every study in the file, oldest first."""
         rows = self._conn.execute(
@@ -317,13 +483,16 @@ class Database:
             for row in rows
         ]
 
+    @_reported
     def record(self, study: Study, measurement: Measurement) -> bool:
-        """Store and commit one measurement; False if the study already held this configuration
-        (the stored one is kept). A transient failure is refused: it says nothing about the
-        configuration, which must be measured again."""
+        """Store and commit one measurement, and end any claim on its configuration in the same
+        transaction; False if the study already held this configuration (the stored one is
+        kept). A transient failure is refused: it says nothing about the configuration, which
+        must be measured again."""
         if measurement.transient:
             raise ValueError("a transient failure is never stored")
         params = {name: _plain(value) for name, value in measurement.params.items()}
+        key = config_key(params)
         with self.transaction() as conn:
             cursor = conn.execute(
                 "INSERT OR IGNORE INTO measurements (study_id, config_key, params_json, time,"
@@ -331,7 +500,7 @@ class Database:
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     study.id,
-                    config_key(params),
+                    key,
                     _dumps(params),
                     measurement.time,
                     _dumps(list(measurement.times)),
@@ -341,8 +510,60 @@ class Database:
                     _now(),
                 ),
             )
+            conn.execute(
+                "DELETE FROM claims WHERE study_id = ? AND config_key = ?", (study.id, key)
+            )
             return cursor.rowcount == 1
 
+    @_reported
+    def claim(
+        self, study: Study, params: Mapping[str, Any], owner: Owner, *, lifetime: float
+    ) -> bool:
+        """Claim a configuration for `owner` to measure; False when it is measured already or
+        another tune's claim on it stands (its process alive, its lifetime not passed). A claim
+        lapses `lifetime` seconds from now: the longest its owner may take to measure it."""
+        key = config_key(params)
+        now = time.time()
+        with self.transaction() as conn:
+            measured = conn.execute(
+                "SELECT 1 FROM measurements WHERE study_id = ? AND config_key = ?", (study.id, key)
+            ).fetchone()
+            if measured is not None:
+                return False
+            holder = conn.execute(
+                "SELECT token, host, pid, pid_started, expires FROM claims"
+                " WHERE study_id = ? AND config_key = ?",
+                (study.id, key),
+            ).fetchone()
+            if holder is not None and _stands(holder, owner, now):
+                return False
+            conn.execute(
+                "INSERT OR REPLACE INTO claims (study_id, config_key, token, host, pid,"
+                " pid_started, claimed, expires) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    study.id,
+                    key,
+                    owner.token,
+                    owner.host,
+                    owner.pid,
+                    owner.started,
+                    _now(),
+                    now + lifetime,
+                ),
+            )
+        return True
+
+    @_reported
+    def release(self, study: Study, params: Mapping[str, Any], owner: Owner) -> None:
+        """End `owner`'s claim on a configuration it will not record (a transient failure,
+        Ctrl-C): another tune may measure it at once."""
+        with self.transaction() as conn:
+            conn.execute(
+                "DELETE FROM claims WHERE study_id = ? AND config_key = ? AND token = ?",
+                (study.id, config_key(params), owner.token),
+            )
+
+    @_reported
     def forget_failures(self, study: Study) -> list[Measurement]:
         """Delete the study's failed measurements (`tune --retry-failed`); return them."""
         failed = [m for m in self.measurements(study) if m.status != "ok"]
@@ -352,6 +573,7 @@ class Database:
             )
         return failed
 
+    @_reported
     def measurements(self, study: Study) -> list[Measurement]:
         """The study's measurements in the order they were recorded."""
         rows = self._conn.execute(
@@ -359,6 +581,7 @@ class Database:
         ).fetchall()
         return [_measurement(row) for row in rows]
 
+    @_reported
     def lookup(self, study: Study, params: Mapping[str, Any]) -> Measurement | None:
         """The measurement of this configuration, if the study holds one."""
         row = self._conn.execute(
@@ -367,6 +590,7 @@ class Database:
         ).fetchone()
         return _measurement(row) if row is not None else None
 
+    @_reported
     def best(self, study: Study) -> Measurement | None:
         """The fastest valid measurement (the earliest among equals), if any."""
         row = self._conn.execute(
@@ -384,6 +608,216 @@ class Database:
             device=study.key.device,
             device_features=study.device_features,
         )
+
+
+@contextmanager
+def existing(path: Path) -> Iterator[Database | None]:
+    """The database at `path` for reading, None when nothing is there: reading creates no
+    file. A directory, FIFO or device there is an AnnotuneError, never "no database"."""
+    if not os.path.lexists(path):
+        yield None
+        return
+    with Database(path, create=False) as database:
+        yield database
+
+
+def _connect(path: Path, writable: bool) -> sqlite3.Connection:
+    """Read-write; else read-only, and in a directory that may not be written, `immutable`: a
+    WAL database's reader must otherwise make its `-shm` file beside it."""
+    if writable:
+        return sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    options = "mode=ro" if can_write(path.parent) else "mode=ro&immutable=1"
+    uri = f"{path.absolute().as_uri()}?{options}"
+    return sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+
+
+def _create(path: Path) -> None:
+    """Make a new database at `path` whole: built under a name of its own, then linked into
+    place (which fails if another process made one first: theirs is used). No process ever
+    sees a half-made file, so an empty or tableless file is never one of annotune's."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.new")
+        try:
+            conn = sqlite3.connect(temp, isolation_level=None)
+            try:
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("BEGIN IMMEDIATE")
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+                _stamp(conn)
+                conn.execute("COMMIT")
+            finally:
+                conn.close()
+            with suppress(FileExistsError):  # another process made it first: theirs is used
+                os.link(temp, path)
+        finally:
+            for leftover in ("", "-wal", "-shm"):
+                Path(f"{temp}{leftover}").unlink(missing_ok=True)
+    except (OSError, sqlite3.Error) as error:
+        raise AnnotuneError(
+            f"{path}: cannot create the results database ({_reason(error)})",
+            hint="pick a writable place with --db",
+        ) from None
+
+
+def _stamp(conn: sqlite3.Connection) -> None:
+    """Set the schema version and who wrote it (a newer file is then refused by name)."""
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    conn.execute(
+        "INSERT OR REPLACE INTO meta (name, value) VALUES ('written_by', ?)",
+        (f"annotune {__version__}",),
+    )
+
+
+def _written_by(conn: sqlite3.Connection) -> str:
+    """The annotune that last set the schema version, when the file says ("" otherwise)."""
+    try:
+        row = conn.execute("SELECT value FROM meta WHERE name = 'written_by'").fetchone()
+    except sqlite3.DatabaseError:
+        return ""
+    return str(row[0]) if row else ""
+
+
+def _check_file(path: Path) -> None:
+    """Refuse, before SQLite opens it, what cannot be a whole SQLite database: a directory,
+    a FIFO or device (SQLite would block on one, or write a journal beside /dev/null), a file
+    that is empty, not SQLite, or shorter than its header says (cut short)."""
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise AnnotuneError(f"no results database at {path}") from None
+    except OSError as error:
+        raise AnnotuneError(
+            f"{path}: cannot reach the results database ({_reason(error)})"
+        ) from None
+    if stat.S_ISDIR(info.st_mode):
+        raise AnnotuneError(
+            f"{path} is a directory, not a results database",
+            hint="the results database is a file: move the directory aside, or give --db a "
+            "file path",
+        )
+    if not stat.S_ISREG(info.st_mode):
+        raise AnnotuneError(
+            f"{path} is not a regular file (a FIFO, device or socket), so not a results database",
+            hint="--db names a database file, e.g. --db results.db",
+        )
+    try:
+        with path.open("rb") as file:
+            head = file.read(100)
+    except OSError as error:
+        raise AnnotuneError(
+            f"{path}: cannot read the results database ({_reason(error)})",
+            hint=f"check its permissions (ls -l {path}), or use --db for another database",
+        ) from None
+    if not head:
+        raise _foreign(path, "an empty file")
+    if len(head) < 100 or not head.startswith(_SQLITE_MAGIC):
+        raise _foreign(path, "not a SQLite file")
+    page_size = int.from_bytes(head[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(head[28:32], "big")
+    size_valid = head[24:28] == head[92:96]  # the header's page count is current
+    if page_size < 512 or (size_valid and info.st_size < page_size * pages):
+        raise _foreign(
+            path, f"cut short: {info.st_size} bytes of the {page_size * pages} its header declares"
+        )
+
+
+def _foreign(path: Path, why: str) -> AnnotuneError:
+    return AnnotuneError(f"{path}: not an annotune results database ({why})", hint=_aside(path))
+
+
+def _aside(path: Path) -> str:
+    return (
+        f"nothing in it was changed; move it aside and run again (mv {path} {path}.broken), "
+        "or use --db for another database"
+    )
+
+
+def _newer(path: Path, version: int, written_by: str) -> AnnotuneError:
+    by = written_by or "a newer annotune"
+    return AnnotuneError(
+        f"{path}: written by {by} (schema version {version}); this annotune {__version__} "
+        f"reads schema version {SCHEMA_VERSION}",
+        hint="upgrade annotune to read it, or use --db for another database; nothing in it "
+        "was changed",
+    )
+
+
+def _read_only(path: Path) -> AnnotuneError:
+    where = path if not can_write(path) else path.parent
+    return AnnotuneError(
+        f"{path}: the results database cannot be written ({where} is read-only)",
+        hint=f"make it writable (chmod u+w {where}), or use --db for a database elsewhere",
+    )
+
+
+def _failure(path: Path, error: sqlite3.Error) -> AnnotuneError:
+    """SQLite's error about the file at `path`, said as what happened and what to do."""
+    name = getattr(error, "sqlite_errorname", "")
+    text = str(error)
+    if name in ("SQLITE_BUSY", "SQLITE_LOCKED") or "locked" in text:
+        return AnnotuneError(
+            f"{path}: the results database is locked: another annotune (or another program) "
+            f"holds it ({text})",
+            hint="wait for it to finish and run again, or use --db for another database",
+        )
+    if name.startswith("SQLITE_READONLY") or "readonly" in text:
+        return _read_only(path)
+    if name == "SQLITE_FULL" or "full" in text:
+        return AnnotuneError(
+            f"{path}: the disk is full ({text}); every measurement committed so far is kept",
+            hint="free some space and run again: the tune resumes",
+        )
+    if isinstance(error, sqlite3.OperationalError) and name not in (
+        "SQLITE_CORRUPT",
+        "SQLITE_NOTADB",
+    ):
+        return AnnotuneError(
+            f"{path}: cannot use the results database ({text})",
+            hint="check the file and the disk it is on, or use --db for another database",
+        )
+    return _foreign(path, text)
+
+
+def _reason(error: BaseException) -> str:
+    return getattr(error, "strerror", None) or str(error)
+
+
+def _stands(holder: tuple, owner: Owner, now: float) -> bool:
+    """Whether another tune's claim (token, host, pid, pid_started, expires) still holds:
+    not `owner`'s own, not past its lifetime, and its process alive. A claim of another tune
+    of this very process was left by one that ended (annotune runs one tune at a time)."""
+    token, host, pid, started, expires = holder
+    if token == owner.token or expires <= now:
+        return False
+    if host != owner.host:
+        return True  # its process cannot be asked from here: the lifetime decides
+    return pid != owner.pid and _running(pid, started)
+
+
+def _running(pid: int, started: str) -> bool:
+    """Whether process `pid` (POSIX), started at `started` when that is known, still runs."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # another user's process: alive
+    now_started = _process_started(pid)
+    return not (started and now_started) or now_started == started
+
+
+def _process_started(pid: int) -> str:
+    """When process `pid` started, in clock ticks since boot (Linux's /proc), "" elsewhere:
+    with the pid it names one process, even after the pid is reused."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return ""
+    return fields[19] if len(fields) > 19 else ""
 
 
 _COLUMNS = "params_json, status, time, times_json, error, compile_info_json, created"

@@ -18,7 +18,6 @@ from a real failed compile or crash.
 
 from __future__ import annotations
 
-import gzip
 import json
 import math
 from collections.abc import Sequence
@@ -28,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from annotune.core.diagnostics import AnnotuneError
+from annotune.core.diagnostics import AnnotuneError, Location
+from annotune.core.inputs import read_results
 from annotune.core.records import Candidates, Result, normalized_performance
 from annotune.results.rows import Row, time_or_marker
 from annotune.results.t4 import is_t4, read_t4
@@ -93,9 +93,12 @@ def load_replay(path: str | Path) -> ReplayDataset:
         device = str(data.get("device_name") or "")
         kernel = str(data.get("kernel_name") or "")
         problem_size = _problem_size(data.get("problem_size"))
-        if not data.get("tune_params_keys"):
-            raise AnnotuneError(f"{path}: Kernel Tuner cache without tune_params_keys")
-        keys = [str(k) for k in data["tune_params_keys"]]
+        keys = data.get("tune_params_keys")
+        if not isinstance(keys, list) or not keys:
+            raise AnnotuneError(
+                f"{path}: Kernel Tuner cache without tune_params_keys (a list of names)"
+            )
+        keys = [str(k) for k in keys]
     elif is_t4(data):
         t4 = read_t4(data, path)
         rows, keys, device, device_features = t4.rows, t4.names, t4.device, t4.device_features
@@ -122,29 +125,40 @@ def _problem_size(value: Any) -> tuple[float, ...]:
     """Kernel Tuner's problem_size (a number or a list of numbers) as a tuple; else ()."""
     items = value if isinstance(value, list) else [value]
     if items and all(isinstance(v, int | float) and not isinstance(v, bool) for v in items):
-        return tuple(float(v) for v in items)
+        try:
+            return tuple(float(v) for v in items)
+        except OverflowError:  # an integer beyond any float
+            return ()
     return ()
 
 
 def _read_json(path: Path) -> Any:
+    """The parsed file: a regular file, gzip or not, bounded in size before and after
+    decompression, UTF-8 (`core.inputs`); a mistake in the JSON located in the text."""
+    text = read_results(path)
     try:
-        raw = path.read_bytes()
-        if raw[:2] == b"\x1f\x8b":
-            raw = gzip.decompress(raw)
-        text = raw.decode("utf-8")
-    except FileNotFoundError:
-        raise AnnotuneError(f"{path}: no such file") from None
-    except (OSError, EOFError, UnicodeDecodeError) as error:
-        raise AnnotuneError(f"{path}: cannot read: {error}") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as error:
+        return _parse_json(text, path)
+    except AnnotuneError as error:
         # Kernel Tuner writes its cache incrementally and closes it only at the end.
         repaired = text.rstrip().rstrip(",") + "}}"
         try:
-            return json.loads(repaired)
-        except json.JSONDecodeError:
-            raise AnnotuneError(f"{path}: not valid JSON: {error}") from None
+            return _parse_json(repaired, path)
+        except AnnotuneError:
+            raise error from None
+
+
+def _parse_json(text: str, path: Path) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        where = Location(str(path), error.lineno, error.colno)
+        raise AnnotuneError(f"not valid JSON: {error.msg}", where) from None
+    except ValueError as error:  # an integer of more digits than Python converts
+        raise AnnotuneError(f"not valid JSON: {error}", Location(str(path), 1, 1)) from None
+    except RecursionError:  # json reads nested arrays and objects recursively
+        raise AnnotuneError(
+            "not valid JSON: arrays or objects nested too deeply", Location(str(path), 1, 1)
+        ) from None
 
 
 def _kernel_tuner_rows(data: dict, path: Path) -> list[Row]:
@@ -166,9 +180,17 @@ def _encode_values(rows: list[Row], keys: list[str], path: Path) -> np.ndarray:
             column = [config[key] for config, _, _ in rows]
         except KeyError:
             raise AnnotuneError(f"{path}: a configuration lacks parameter {key!r}") from None
-        if all(isinstance(v, int | float) for v in column):
+        if _numbers(column):
             values[:, j] = column
         else:
             levels = {v: r for r, v in enumerate(sorted({json.dumps(v) for v in column}))}
             values[:, j] = [levels[json.dumps(v)] for v in column]
     return values
+
+
+def _numbers(column: list) -> bool:
+    """Whether a parameter's values are numbers a float holds (else they are ranked)."""
+    try:
+        return all(isinstance(v, int | float) and math.isfinite(v) for v in column)
+    except OverflowError:  # an integer beyond any float
+        return False

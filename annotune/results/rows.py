@@ -14,6 +14,10 @@ def time_or_marker(value: Any) -> tuple[float, str]:
     finite: formats write failures where the time goes."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return math.nan, str(value) if value is not None else "missing time"
-    if not math.isfinite(value):
+    try:
+        time = float(value)
+    except OverflowError:  # an integer beyond any float
         return math.nan, "non-finite time"
-    return float(value), ""
+    if not math.isfinite(time):
+        return math.nan, "non-finite time"
+    return time, ""

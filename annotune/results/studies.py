@@ -4,8 +4,7 @@ other GPUs (`studies_elsewhere`, what `tune` and `predict` learn from)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,7 +13,14 @@ import numpy as np
 from annotune.annotate.problem import Problem
 from annotune.core.diagnostics import AnnotuneError, Location
 from annotune.core.records import Measurement
-from annotune.results.database import Database, Study, StudyKey, default_db_path, sources_hash
+from annotune.results.database import (
+    Database,
+    Study,
+    StudyKey,
+    default_db_path,
+    existing,
+    sources_hash,
+)
 from annotune.results.t4 import write_t4
 
 
@@ -91,14 +97,14 @@ def _same_file(recorded: str, source: Path) -> bool:
 def read_study(
     source: Path, *, db_path: Path | None = None, device: str | None = None
 ) -> StudyRecord:
-    """`find_study` of `source` in its results database (default: beside it), by path alone, as
+    """`find_study` of `source` in its results database (`default_db_path`), by path alone, as
     `explain` needs for a file it does not parse. AnnotuneError, with what to run, when the
     file, the database (never created here) or the study is missing."""
     if not source.is_file():
         raise AnnotuneError(f"{source}: no such file")
     db_path = db_path or default_db_path(source)
     hint = f"run 'annotune tune {source}' first"
-    with _existing(db_path) as database:
+    with existing(db_path) as database:
         if database is None:
             raise AnnotuneError(f"no results database at {db_path}", hint=hint)
         found = find_study(database, source, device=device)
@@ -117,11 +123,11 @@ def export_study(
     AnnotuneError when the database (never created here) or such a study is missing."""
     db_path = db_path or default_db_path(problem.source)
     content = sources_hash(problem.files)
-    with _existing(db_path) as database:
-        if database is None:
+    with existing(db_path) as database:
+        if database is None:  # no location: there is no file to point into
             raise AnnotuneError(
-                "no results database here yet (run annotune tune first)",
-                Location(str(db_path), 1, 1),
+                f"no results database here yet: {db_path}",
+                hint=f"run 'annotune tune {problem.source}' first",
             )
         found = find_study(database, problem.source, device=device, content_hash=content)
     if found is None or found.study.key.content_hash != content:
@@ -161,13 +167,3 @@ def studies_elsewhere(database: Database, key: StudyKey) -> list[StudyRecord]:
         if known is None or record.valid > known.valid:
             best[other.device] = record
     return [record for record in best.values() if record.valid]
-
-
-@contextmanager
-def _existing(db_path: Path) -> Iterator[Database | None]:
-    """The database at `db_path`, None when there is no such file: reading creates none."""
-    if not db_path.is_file():
-        yield None
-        return
-    with Database(db_path) as database:
-        yield database

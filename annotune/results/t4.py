@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from annotune.core.diagnostics import AnnotuneError
+from annotune.core.files import replace_atomically
 from annotune.core.records import Measurement
 from annotune.results.rows import Row, time_or_marker
 
@@ -74,7 +75,7 @@ def write_t4(
         "results": [_record(m) for m in measurements],
     }
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
+    replace_atomically(path, (json.dumps(document, indent=1) + "\n").encode())
 
 
 def read_t4(data: dict, path: Path) -> T4Results:
@@ -93,9 +94,15 @@ def read_t4(data: dict, path: Path) -> T4Results:
         if ident in seen:
             continue
         seen.add(ident)
-        objective = (record.get("objectives") or ["time"])[0]
+        objectives = record.get("objectives")
+        objective = objectives[0] if isinstance(objectives, list) and objectives else "time"
+        measurements = record.get("measurements")
         value = next(
-            (m.get("value") for m in record.get("measurements", []) if m.get("name") == objective),
+            (
+                m.get("value")
+                for m in (measurements if isinstance(measurements, list) else ())
+                if isinstance(m, dict) and m.get("name") == objective
+            ),
             None,
         )
         invalidity = str(record.get("invalidity", "correct"))

@@ -5,7 +5,8 @@ kernel cost in registers, shared memory and spills? Without measurements a searc
 nothing, so the configurations are the ones every tune compiles first, the default, and then
 the random strategy's first picks under the tune's seed: a uniform sample of the legal space.
 
-Compiles go through the tune's `Builder`, in parallel (`jobs`), into the same compile cache, so
+Compiles go through the tune's `Builder`, in parallel (`jobs`), into the same compile cache
+(the source's workspace: beside it, or in the user's cache when that is read-only), so
 every result, failures included, is kept there under its compile command, and a later tune that
 compiles with the same command reuses it. Nothing is written to the results database: a study
 holds measurements on a device, and here there is neither.
@@ -30,6 +31,7 @@ from annotune.builder import Builder, CompilerCommand, cubin_compiler, default_c
 from annotune.builder.compiler import sm, with_arch
 from annotune.core.diagnostics import AnnotuneError
 from annotune.core.records import BuildResult, Candidates, KernelResources
+from annotune.results.database import workspace
 from annotune.search import create
 from annotune.session.tuner import FailureKind, TuneOptions, failure_kind, kernel_mode
 from annotune.transfer.features import lookup
@@ -90,6 +92,7 @@ class CompileReport:
     seconds: float  # wall time
     failures: tuple[FailureKind, ...] = ()  # the most common first
     kernels: tuple[KernelRange, ...] = ()
+    warnings: tuple[str, ...] = ()  # e.g. that the compile cache is not beside the source
 
     def to_json(self) -> dict:
         return {
@@ -103,6 +106,7 @@ class CompileReport:
             "space_size": self.space_size,
             "failures": [f.to_json() for f in self.failures],
             "kernels": {k.kernel: k.to_json() for k in self.kernels},
+            "warnings": list(self.warnings),
         }
 
 
@@ -121,10 +125,11 @@ def compile_configurations(
     legal, legal_count = space.search_rows(rng)
     cuda = problem.language == "cuda" or kernel_mode(problem, options.mode)
     capability = _compute_capability(arch, options.device if cuda else None)
+    place = workspace(problem.source)
     builder = Builder(
         problem,
         compiler=_compiler(problem, options, capability),
-        cache_dir=options.cache_dir or problem.source.parent / ".annotune" / "cache",
+        cache_dir=options.cache_dir or place.cache_dir,
         jobs=options.jobs,
         timeout=options.compile_timeout,
     )
@@ -138,7 +143,9 @@ def compile_configurations(
     retry = [i for i, b in enumerate(builds) if b.transient]
     for i, build in zip(retry, builder.build([builds[i].params for i in retry]), strict=True):
         builds[i] = build
-    return _report(builds, builder, capability, legal_count, time.monotonic() - started)
+    report = _report(builds, builder, capability, legal_count, time.monotonic() - started)
+    moved = place.warning if options.cache_dir is None else ""
+    return replace(report, warnings=(moved,) * bool(moved))
 
 
 def _compute_capability(arch: str | None, device: str | None) -> tuple[int, int] | None:

@@ -19,8 +19,7 @@ from annotune.annotate.problem import RunSettings
 from annotune.builder import CompilerCommand
 from annotune.core.diagnostics import AnnotuneError
 from annotune.core.records import Number
-from annotune.run.program import TIME_UNITS, RunSpec, env_placeholders
-from annotune.search import STRATEGY_NAMES
+from annotune.run.program import RunSpec, env_placeholders
 from annotune.session.tuner import TuneOptions
 from annotune.transfer.prior import TRANSFER_STRATEGIES
 
@@ -33,7 +32,9 @@ class TuneArguments:
     so that the config file's, else the default, applies; the others default as `TuneOptions`.
 
     Combinations that can never work are refused on construction (AnnotuneError), before the
-    source is read: a wrong option is reported as such, not as a problem of the file.
+    source is read: a wrong option is reported as such, not as a problem of the file. A single
+    value out of its range (a budget of 0, an unknown strategy or time unit) never gets here:
+    the command line refuses it as it parses (`annotune.cli.params`).
     """
 
     strategy: str = TuneOptions.strategy
@@ -70,10 +71,6 @@ class TuneArguments:
     flush_l2: bool | None = TuneOptions.flush_l2
 
     def __post_init__(self) -> None:
-        if self.strategy not in STRATEGY_NAMES:
-            raise AnnotuneError(
-                f"unknown strategy {self.strategy!r}; choose one of {', '.join(STRATEGY_NAMES)}"
-            )
         if self.transfer_from and not self.transfer:
             raise AnnotuneError("--transfer-from needs transfer; drop --no-transfer")
         if self.transfer_from and self.strategy not in TRANSFER_STRATEGIES:
@@ -81,22 +78,12 @@ class TuneArguments:
                 f"--transfer-from works with the strategies {', '.join(TRANSFER_STRATEGIES)}, "
                 f"not {self.strategy!r}"
             )
-        if self.budget < 1:
-            raise AnnotuneError("--budget must be at least 1")
-        if self.recheck < 0:
-            raise AnnotuneError("--recheck must be 0 (no final check) or more")
         if self.recheck and self.recheck_rounds < 6:
             raise AnnotuneError(
                 "--recheck-rounds must be at least 6: fewer give no 95% interval of a speedup"
             )
         if self.reference is not None:
             parse_reference(self.reference)
-        if self.time_unit is not None and self.time_unit not in TIME_UNITS:
-            raise AnnotuneError(
-                f"--time-unit must be one of {', '.join(TIME_UNITS)}, not {self.time_unit!r}"
-            )
-        if self.run_dir is not None and not self.run_dir.is_dir():
-            raise AnnotuneError(f"--run-dir: no such directory {self.run_dir}")
 
 
 def tune_options(problem: Problem, given: TuneArguments) -> TuneOptions:

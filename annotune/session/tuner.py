@@ -18,12 +18,18 @@ the header is written the best few and the baseline are re-measured interleaved
 (`annotune.session.recheck`); the winner and its speedup come from that check alone. A
 transient failure (killed from outside, out of disk or memory) is retried once and never
 stored.
+
+Several tunes of the same study at once share the work: each configuration is claimed in the
+database before it is run, and a tune waits for the measurement of one another tune holds
+(`_Session._measure_configs`). In a read-only checkout the database and the compile cache go
+to the user's cache directory (`annotune.results.database.workspace`), and the report says so.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
@@ -39,7 +45,7 @@ from annotune.builder import Builder, CompilerCommand, cubin_compiler
 from annotune.core.diagnostics import AnnotuneError, Location
 from annotune.core.records import BuildResult, Candidates, Measurement, Number, Result
 from annotune.emit import render_header, tuned_header_path, write_if_changed
-from annotune.results.database import Database, Study, StudyKey, config_key, default_db_path
+from annotune.results.database import Database, Owner, Study, StudyKey, config_key, workspace
 from annotune.run.backends import select_backend
 from annotune.run.conditions import open_monitor
 from annotune.run.device import current_device_name, gpu_name
@@ -64,8 +70,8 @@ class TuneOptions:
     device: str | None = None  # default: the GPU's name, else cpu-<model>
     jobs: int | None = None  # parallel compiles; default: the core count
     out_dir: Path | None = None  # default: tuned/ beside the source
-    db_path: Path | None = None  # default: .annotune/results.db beside the source
-    cache_dir: Path | None = None  # default: .annotune/cache beside the source
+    db_path: Path | None = None  # default: .annotune/results.db beside the source (workspace)
+    cache_dir: Path | None = None  # default: .annotune/cache beside the source (workspace)
     fresh: bool = False
     compiler: CompilerCommand | None = None  # default: by language (see build.compiler)
     compile_timeout: float = 300.0
@@ -115,6 +121,9 @@ the minimum number of timed runs: it is no contender, and its time need not be p
 
 RECHECK_SAMPLES = 5
 """Kernel mode: timed launches per round of the final check (a launch is microseconds)."""
+
+CLAIM_POLL_S = 0.1
+"""How often a tune waiting for another tune's measurement looks for it in the database."""
 
 
 @dataclass
@@ -297,16 +306,20 @@ def tune(
     device = options.device or current_device_name()
     target = features_for(device)
     baseline = _baseline(space, options.reference)
+    place = workspace(problem.source)
+    if options.db_path is not None:
+        _require_db_directory(options.db_path)
+    db_path = options.db_path or place.db_path
+    moved = place.warning if options.db_path is None or options.cache_dir is None else ""
     with ExitStack() as resources:
         measurer, compiler = _measurer(problem, options, resources)
         builder = Builder(
             problem,
             compiler=compiler,
-            cache_dir=options.cache_dir or problem.source.parent / ".annotune" / "cache",
+            cache_dir=options.cache_dir or place.cache_dir,
             jobs=options.jobs,
             timeout=options.compile_timeout,
         )
-        db_path = options.db_path or default_db_path(problem.source)
         db = resources.enter_context(Database(db_path))
         key = StudyKey.for_problem(
             problem,
@@ -339,7 +352,7 @@ def tune(
             options.budget,
             strategy.name,
             transfer_from=prior.sources,
-            warnings=prior.warnings + measurer.warnings,
+            warnings=(moved,) * bool(moved) + prior.warnings + measurer.warnings,
         )
         interrupted = False
         try:
@@ -362,6 +375,24 @@ def tune(
         return session.finish(interrupted, db_path, prior)
 
 
+def _require_db_directory(db_path: Path) -> None:
+    """A database the user names goes in a directory that exists: a mistyped --db is an
+    error, not a new directory tree (the default place is made: it is annotune's own)."""
+    directory = db_path.parent
+    if not directory.is_dir():
+        raise AnnotuneError(
+            f"{db_path}: there is no directory {directory} to hold the results database",
+            hint=f"create it (mkdir -p {directory}), or pick another --db",
+        )
+
+
+def _claim_lifetime(options: TuneOptions) -> float:
+    """The longest a measurement may take, twice (a transient failure is rebuilt and run
+    again): after that a claim on it lapses even if its tune's process seems alive."""
+    run = options.run
+    return 2.0 * (options.compile_timeout + run.timeout * (run.warmup + run.max_repeats + 1))
+
+
 def _baseline(space: Space, reference: dict[str, Number] | None) -> dict[str, Number]:
     """The configuration every other is compared with: the user's reference, else the default.
     AnnotuneError when the reference is not a complete, legal configuration of the space."""
@@ -381,13 +412,22 @@ def _baseline(space: Space, reference: dict[str, Number] | None) -> dict[str, Nu
 
 
 def _rows(space: Space, legal: np.ndarray, configs: Sequence[Mapping[str, Number]]) -> list[int]:
-    """The rows of `legal` that hold `configs` (those that are not legal now are skipped)."""
-    rows = []
-    for config in configs:
-        row = space.index_row(config)
-        found = np.flatnonzero((legal == row).all(axis=1)) if row is not None else []
-        rows += [int(found[0])] if len(found) else []
-    return rows
+    """The rows of `legal` that hold `configs` (those that are not legal now are skipped): one
+    sort of the rows as byte strings, then a binary search for each config, so that resuming
+    many configurations in a large space is not configurations x rows."""
+    wanted = [row for row in map(space.index_row, configs) if row is not None]
+    if not wanted or not len(legal):
+        return []
+
+    def keys(rows: np.ndarray) -> np.ndarray:
+        rows = np.ascontiguousarray(rows, dtype=legal.dtype)
+        return rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1]))).ravel()
+
+    order = np.argsort(keys(legal), kind="stable")
+    ordered = keys(legal)[order]
+    queries = keys(np.array(wanted))
+    at = np.minimum(np.searchsorted(ordered, queries), len(ordered) - 1)
+    return [int(order[i]) for i, q in zip(at, queries, strict=True) if ordered[i] == q]
 
 
 def _measurer(problem: Problem, options: TuneOptions, resources: ExitStack):
@@ -606,6 +646,9 @@ class _Session:
         self.since_drift = 0
         self.timing: set[str] = set()
         self.throttled: Counter[str] = Counter()
+        self.owner = Owner.here()
+        self.lifetime = _claim_lifetime(options)
+        self.by_others = 0  # configurations another tune of this study measured meanwhile
         self.progress: TuneProgress
 
     def _report(self) -> None:
@@ -639,36 +682,94 @@ class _Session:
         ]
 
     def _measure_configs(self, configs: list[dict[str, Number]]) -> list[Measurement]:
-        """Serve what the database has; build the rest in parallel, then run them one by one."""
+        """Serve what the database has; claim the rest, build them in parallel, then run them
+        one by one.
+
+        A configuration is claimed (`Database.claim`) before it is built, so that another tune
+        of the same study running now neither runs it nor builds it at the same time; one that
+        tune holds is waited for, polling the database, and taken over if that tune dies or
+        gives it up. Every configuration asked gets its measurement: the strategy must hear of
+        each.
+        """
         found: dict[int, Measurement] = {}
-        to_build: list[int] = []
-        for i, params in enumerate(configs):
-            known = self.known.get(config_key(params))
-            if known is not None:
-                found[i] = known
-                self._count(params, known, reused=True)
-            else:
-                to_build.append(i)
-        builds = self.builder.build([configs[i] for i in to_build]) if to_build else []
-        for i, build in zip(to_build, builds, strict=True):
-            program = self._program(build)
-            same = self.programs.get(program) if program else None
-            if same is not None:
-                measurement = _shared(same, build.params)
-            else:
-                measurement = self._measure_one(build)
-                if program and not measurement.transient:
-                    info = {**measurement.compile_info, "program": program}
-                    measurement = replace(measurement, compile_info=info)
-                    self.programs[program] = measurement
-            if not measurement.transient:
-                self.db.record(self.study, measurement)
-                self.known[config_key(measurement.params)] = measurement
-            found[i] = measurement
-            self._count(configs[i], measurement, reused=False, shared=same is not None)
-            if same is None:
-                self._check_drift()
+        pending = list(range(len(configs)))
+        while pending:
+            mine, held = [], []
+            for i in pending:
+                known = self._stored(configs[i])
+                if known is not None:
+                    found[i] = known
+                    self._count(configs[i], known, reused=True)
+                elif self.db.claim(self.study, configs[i], self.owner, lifetime=self.lifetime):
+                    mine.append(i)
+                else:
+                    held.append(i)
+            measured = self._measure_claimed([configs[i] for i in mine]) if mine else []
+            found.update(zip(mine, measured, strict=True))
+            if held and not mine:
+                time.sleep(CLAIM_POLL_S)  # all in other tunes' hands: give them time
+            pending = held
         return [found[i] for i in range(len(configs))]
+
+    def _stored(self, params: Mapping[str, Number]) -> Measurement | None:
+        """The measurement of `params` this tune knows, or one another tune stored since."""
+        known = self.known.get(config_key(params))
+        if known is None:
+            known = self.db.lookup(self.study, params)
+            if known is not None:
+                self._learn(known)
+                self.by_others += 1
+        return known
+
+    def _learn(self, measurement: Measurement) -> None:
+        """Know a stored measurement: served again, and its program's for configurations of
+        the same program."""
+        self.known[config_key(measurement.params)] = measurement
+        program = measurement.compile_info.get("program")
+        if program and "same_program_as" not in measurement.compile_info:
+            self.programs.setdefault(program, measurement)
+
+    def _measure_claimed(self, configs: list[dict[str, Number]]) -> list[Measurement]:
+        """Build the configurations this tune claimed, in parallel, and measure them in order.
+        Each claim ends with its recorded measurement, or is released: at once after a
+        transient failure, and for the rest when anything (Ctrl-C) stops the batch."""
+        done: list[Measurement] = []
+        try:
+            for build in self.builder.build(configs):
+                done.append(self._measure_built(build))
+        finally:
+            for params in configs[len(done) :]:
+                self.db.release(self.study, params, self.owner)
+        return done
+
+    def _measure_built(self, build: BuildResult) -> Measurement:
+        """Measure one build, or serve it another configuration's measurement of the same
+        program; record it."""
+        program = self._program(build)
+        same = self.programs.get(program) if program else None
+        if same is not None:
+            return self._keep(_shared(same, build.params), shared=True)
+        measurement = self._measure_one(build)
+        if program and not measurement.transient:
+            info = {**measurement.compile_info, "program": program}
+            measurement = replace(measurement, compile_info=info)
+            self.programs[program] = measurement
+        measurement = self._keep(measurement, shared=False)
+        self._check_drift()
+        return measurement
+
+    def _keep(self, measurement: Measurement, *, shared: bool) -> Measurement:
+        """Record a measurement, which ends its claim, and count it; a transient failure is
+        not recorded and its claim released, so another tune may measure it at once. When
+        another tune recorded the configuration first, its measurement is the study's."""
+        if measurement.transient:
+            self.db.release(self.study, measurement.params, self.owner)
+        else:
+            if not self.db.record(self.study, measurement):
+                measurement = self.db.lookup(self.study, measurement.params) or measurement
+            self.known[config_key(measurement.params)] = measurement
+        self._count(measurement.params, measurement, reused=False, shared=shared)
+        return measurement
 
     def _program(self, build: BuildResult) -> str:
         """What makes two runs the same: the preprocessed program and what the run takes
@@ -812,7 +913,11 @@ class _Session:
                 speedup=_claim(verdict),
                 environment=self.measurer.environment(best.params),
             )
-            write_if_changed(header, text)
+            try:
+                write_if_changed(header, text)
+            except AnnotuneError as error:  # checked writable before the tune: say, keep the report
+                self.progress.warnings += (f"the tuned header was not written: {error.message}",)
+                header = None
         drift = self._drift()
         default = Outcome.of(self.default_params, self.known.get(config_key(self.default_params)))
         baseline = None
@@ -904,6 +1009,11 @@ class _Session:
             notes.append(
                 f"{self.builder.compiler.argv[0]} cannot be run to preprocess only (-E -dM): "
                 "the tuned values were not checked to reach the compiler"
+            )
+        if self.by_others:
+            notes.append(
+                f"{self.by_others} configurations were measured by another annotune tuning the "
+                "same study at the same time"
             )
         if self.progress.transient:
             notes.append(

@@ -13,6 +13,7 @@ annotune.space.expressions.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -29,6 +30,7 @@ from annotune.space.expressions import (
 )
 
 __all__ = [
+    "CHUNK_BYTES",
     "ENUMERATION_LIMIT",
     "MAX_CANDIDATES",
     "MAX_SAMPLE_DRAWS",
@@ -52,6 +54,14 @@ MAX_SAMPLE_DRAWS = 1 << 25
 
 MAX_CANDIDATES = 1_000_000
 """Spaces with more legal configurations are searched over a uniform sample of this many."""
+
+CHUNK_BYTES = 1 << 28
+"""About the memory one chunk of rows takes while the constraints are evaluated on it (index
+and value columns, intermediate results). Rows are taken 2^20 at a time unless a space's many
+parameters or deeply nested constraints need smaller chunks to stay within it."""
+
+_MAX_CHUNK_ROWS = 1 << 20
+_MIN_CHUNK_ROWS = 1 << 6
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _INT64 = np.iinfo(np.int64)
@@ -109,24 +119,27 @@ class Space:
     def __init__(self, params: Sequence[Param], constraints: Sequence[str | Constraint]):
         self.params: tuple[Param, ...] = tuple(params)
         self.names: tuple[str, ...] = tuple(p.name for p in self.params)
-        self._values = [_check_param(param) for param in self.params]
-        for i, name in enumerate(self.names):
-            if name in self.names[:i]:
+        checked = [_check_param(param) for param in self.params]
+        self._values = [values for values, _ in checked]
+        self._columns = [column for _, column in checked]
+        self._position: dict[str, int] = {}
+        for j, name in enumerate(self.names):
+            if name in self._position:
                 raise SpaceError(f"duplicate parameter '{name}'", param=name)
+            self._position[name] = j
         self.sizes: tuple[int, ...] = tuple(len(values) for values in self._values)
         self.cartesian_size: int = math.prod(self.sizes)
-        self._columns = [_value_column(values) for values in self._values]
-        self._position = {name: j for j, name in enumerate(self.names)}
         self.constraints: tuple[Constraint, ...] = tuple(
             c if isinstance(c, Constraint) else Constraint(c) for c in constraints
         )
         self.expressions: tuple[Expression, ...] = tuple(
             self._parse(i, c.text) for i, c in enumerate(self.constraints)
         )
+        self._chunk_rows = _chunk_rows(len(self.names), self.expressions)
 
     def _parse(self, index: int, text: str) -> Expression:
         try:
-            expr = parse_expression(text, self.names)
+            expr = parse_expression(text, self._position)
             # Types depend only on the parameters' dtypes, so one row finds every type error.
             self._holds(expr, [np.array([i]) for i in self.default_row()], None, 1)
         except ExpressionError as error:
@@ -147,12 +160,19 @@ class Space:
         missing or a value is not in its domain."""
         try:
             indices = [
-                values.index(params[name])
-                for name, values in zip(self.names, self._values, strict=True)
+                positions[params[name]]
+                for name, positions in zip(self.names, self._positions, strict=True)
             ]
-        except (KeyError, ValueError):
+        except (KeyError, TypeError):  # TypeError: an unhashable value, in no domain
             return None
         return np.array(indices, np.int32)
+
+    @functools.cached_property
+    def _positions(self) -> list[dict[int | float, int]]:
+        """Each domain's {value: index}: configurations are looked up one by one (resuming a
+        study), and a linear search per value would be quadratic in a million-value domain.
+        Built on first use, which `scan` never makes. 1 and 1.0 find the same entry, as ==."""
+        return [{value: i for i, value in enumerate(values)} for values in self._values]
 
     def decode(self, index_rows: np.ndarray) -> np.ndarray:
         """The actual values of (k, d) index rows, as a float64 (k, d) matrix."""
@@ -175,9 +195,12 @@ class Space:
         return self._legal_mask(self._check_rows(index_rows))
 
     def _legal_mask(self, rows: np.ndarray) -> np.ndarray:
-        alive, _ = self._filter([rows[:, j] for j in range(len(self.names))], len(rows))
+        """Chunk by chunk, so that checking many rows stays within CHUNK_BYTES."""
         mask = np.zeros(len(rows), bool)
-        mask[alive] = True
+        for start in range(0, len(rows), self._chunk_rows):
+            part = rows[start : start + self._chunk_rows]
+            alive, _ = self._filter([part[:, j] for j in range(len(self.names))], len(part))
+            mask[start + alive] = True
         return mask
 
     def _check_rows(self, index_rows: np.ndarray) -> np.ndarray:
@@ -235,9 +258,13 @@ class Space:
                 linear, columns[j] = np.divmod(linear, self.sizes[j])
             yield columns
 
-    def iter_legal(self, chunk_size: int = 1 << 20) -> Iterator[np.ndarray]:
-        """Legal rows as int32 (k, d) index chunks, in lexicographic order; lazy, so no limit."""
-        for columns in self._chunks(chunk_size):
+    def iter_legal(self, chunk_size: int | None = None) -> Iterator[np.ndarray]:
+        """Legal rows as int32 (k, d) index chunks, in lexicographic order; lazy, so no limit.
+
+        `chunk_size` Cartesian rows are looked at a time; by default as many as fit in
+        CHUNK_BYTES, at most 2^20.
+        """
+        for columns in self._chunks(self._chunk_rows if chunk_size is None else chunk_size):
             rows = len(columns[0]) if columns else 1
             alive, _ = self._filter(columns, rows)
             if len(alive):
@@ -249,8 +276,8 @@ class Space:
     def _check_enumerable(self) -> None:
         if self.cartesian_size > ENUMERATION_LIMIT:
             raise SpaceTooLarge(
-                f"the space has {self.cartesian_size:,} configurations, more than the "
-                f"{ENUMERATION_LIMIT:,} that annotune enumerates; sample it instead"
+                f"the space has {self.cartesian_size:,} configurations, too large to count: "
+                f"annotune enumerates at most {ENUMERATION_LIMIT:,}; sample it instead"
             )
 
     def legal_indices(self) -> np.ndarray:
@@ -281,7 +308,7 @@ class Space:
                 f"space has {self.cartesian_size:,}, too many to enumerate"
             )
         deepest = 0
-        for columns in self._chunks(1 << 20):
+        for columns in self._chunks(self._chunk_rows):
             alive, depth = self._filter(columns, len(columns[0]) if columns else 1)
             if len(alive):
                 return None
@@ -338,7 +365,7 @@ class Space:
         while len(found) < n and draws < max_draws:
             # Size the batch from the legal fraction seen so far (optimistic until a hit).
             wanted = (n - len(found)) * (draws + 1) / (hits + 1) * 1.2
-            batch = int(min(max(wanted, 4096), 1 << 20, max_draws - draws))
+            batch = int(min(max(wanted, 4096), self._chunk_rows, max_draws - draws))
             rows = np.empty((batch, len(self.names)), np.int32)
             for j, size in enumerate(self.sizes):
                 rows[:, j] = rng.integers(0, size, size=batch, dtype=np.int32)
@@ -356,8 +383,9 @@ def _first_distinct(rows: np.ndarray) -> np.ndarray:
     return rows[np.sort(first)]
 
 
-def _check_param(param: Param) -> tuple[int | float, ...]:
-    """Validate one parameter; its values as plain Python ints and floats."""
+def _check_param(param: Param) -> tuple[tuple[int | float, ...], np.ndarray]:
+    """Validate one parameter; its values as plain Python ints and floats, and as an array
+    (int64 when every value is an integer, else float64)."""
     name = param.name
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise SpaceError(f"parameter name {name!r} is not a C identifier", param=str(name))
@@ -365,22 +393,52 @@ def _check_param(param: Param) -> tuple[int | float, ...]:
         raise SpaceError(f"parameter name '{name}' is reserved in constraints", param=name)
     if len(param.values) == 0:
         raise SpaceError(f"parameter '{name}' has an empty domain", param=name)
-    values: list[int | float] = []
-    for value in param.values:
-        number = _plain_number(value)
-        if number is None:
-            raise SpaceError(
-                f"parameter '{name}' has the value {value!r}; values must be integers that fit "
-                "in 64 bits or finite floats",
-                param=name,
-            )
-        if number in values:
-            raise SpaceError(f"parameter '{name}' has the value {value!r} twice", param=name)
-        values.append(number)
+    column = _integer_column(param.values)
+    values: tuple[int | float, ...] | None = None
+    if column is not None:
+        values = tuple(column.tolist())
+        if len(set(values)) != len(values):
+            values = None  # a duplicate: the check below says which
+    if values is None:
+        values = _check_values(param)
+        column = _value_column(values)
     if _plain_number(param.default) not in values:
         raise SpaceError(
             f"default {param.default!r} of parameter '{name}' is not in its domain", param=name
         )
+    return values, column
+
+
+def _integer_column(values: Sequence[object]) -> np.ndarray | None:
+    """The domain as int64 when numpy reads it as integers (a range(), a million values, in
+    milliseconds); None for anything else, which is checked value by value."""
+    try:
+        array = np.asarray(values)
+    except (ValueError, TypeError, OverflowError):  # ragged, or numbers numpy cannot hold
+        return None
+    if array.ndim != 1 or array.dtype.kind not in "bi":
+        return None
+    return array.astype(np.int64)
+
+
+def _check_values(param: Param) -> tuple[int | float, ...]:
+    """The values one by one: the first one that is no plain number, or repeats, is the error."""
+    values: list[int | float] = []
+    seen: set[int | float] = set()
+    for value in param.values:
+        number = _plain_number(value)
+        if number is None:
+            raise SpaceError(
+                f"parameter '{param.name}' has the value {value!r}; values must be integers "
+                "that fit in 64 bits or finite floats",
+                param=param.name,
+            )
+        if number in seen:
+            raise SpaceError(
+                f"parameter '{param.name}' has the value {value!r} twice", param=param.name
+            )
+        seen.add(number)
+        values.append(number)
     return tuple(values)
 
 
@@ -402,3 +460,12 @@ def _value_column(values: tuple[int | float, ...]) -> np.ndarray:
     if all(isinstance(v, int) for v in values):
         return np.array(values, np.int64)
     return np.array(values, np.float64)
+
+
+def _chunk_rows(params: int, expressions: Sequence[Expression]) -> int:
+    """How many rows a chunk holds within CHUNK_BYTES: per row, each parameter's int64 index,
+    int32 output and int64 value column, and each intermediate result of the widest
+    constraint (int64 values, a bool mask, the operation's temporary)."""
+    width = max((expr.width for expr in expressions), default=0)
+    per_row = 20 * params + 17 * (width + 1)
+    return max(_MIN_CHUNK_ROWS, min(_MAX_CHUNK_ROWS, CHUNK_BYTES // per_row))

@@ -22,7 +22,7 @@ from annotune.annotate import Problem, problem_space
 from annotune.core.diagnostics import AnnotuneError
 from annotune.core.records import Candidates, Number, TaskData
 from annotune.emit import PREDICTED, render_header, tuned_header_path, write_if_changed
-from annotune.results.database import Database, StudyKey, default_db_path
+from annotune.results.database import Database, StudyKey, default_db_path, existing
 from annotune.results.replay import load_replay
 from annotune.results.studies import studies_elsewhere
 from annotune.search.multitask import encode_space, sources_for
@@ -251,9 +251,12 @@ def predict(
             "or run `annotune tune` on that GPU",
         )
     key = StudyKey.for_problem(problem, device=device, build={})
+    named = db_path is not None
     db_path = db_path or default_db_path(problem.source)
     with ExitStack() as resources:
-        db = resources.enter_context(Database(db_path)) if db_path.is_file() else None
+        db = resources.enter_context(existing(db_path))
+        if db is None and named:
+            raise AnnotuneError(f"no results database at {db_path}")
         tasks, warnings = _gather(candidates, key, target, db=db, files=files)
     found = zero_shot(candidates, tasks, target.vector(FEATURE_NAMES), FEATURE_NAMES, rng=rng)
     if found is None:

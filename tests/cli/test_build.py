@@ -106,7 +106,10 @@ def test_an_unwritable_output_is_a_user_error(cli, project, tmp_path):
     (tmp_path / "out.h").mkdir()
     result = cli("build", project, "-o", tmp_path / "out.h")
     assert result.exit_code == 2
-    assert result.stderr.startswith(f"annotune: error: cannot write {tmp_path / 'out.h'}:")
+    assert result.stderr == (
+        "annotune: error: Invalid value for '--output' / '-o': "
+        f"cannot write '{tmp_path / 'out.h'}': is a directory\n"
+    )
 
 
 @pytest.mark.parametrize("device", [DEVICE, "a device with no tuned header"])

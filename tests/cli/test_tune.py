@@ -196,16 +196,16 @@ def test_ctrl_c_exits_130_keeping_results_and_the_header(workdir):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--strategy", "magic"], "unknown strategy 'magic'"),
-        (["--budget", "0"], "--budget must be at least 1"),
+        (["--strategy", "magic"], "Invalid value for '--strategy': 'magic' is not one of"),
+        (["--budget", "0"], "Invalid value for '--budget'"),
         (["--compiler", "gcc {src} -o {output}"], "unknown placeholder {src}"),
-        (["--time-regex", "no group"], "group"),
-        (["--check-rtol", "nan"], "check tolerance"),
-        (["--stable-within", "0"], "stability target"),
+        (["--time-regex", "no group"], "Invalid value for '--time-regex': 'no group' has no group"),
+        (["--check-rtol", "nan"], "Invalid value for '--check-rtol': must be a finite number"),
+        (["--stable-within", "0"], "Invalid value for '--stable-within': must be a share above 0"),
         (["--recheck-rounds", "3"], "at least 6"),
         (["--reference", "X=one"], "is not NAME=NUMBER"),
-        (["--time-unit", "min"], "--time-unit must be one of s, ms, us, ns, not 'min'"),
-        (["--run-dir", "/no/such/directory"], "--run-dir: no such directory"),
+        (["--time-unit", "min"], "'--time-unit': 'min' is not one of s, ms, us, ns"),
+        (["--run-dir", "/no/such/directory"], "'--run-dir': dir '/no/such/directory' does not"),
     ],
 )
 def test_bad_options_exit_2(cli, workdir, args, message):
@@ -228,6 +228,10 @@ def test_export_writes_the_study_as_t4(cli, workdir, monkeypatch):
     t4 = json.loads(out.read_text())
     assert len(t4["results"]) == 4
     assert {"configuration", "invalidity", "measurements"} <= set(t4["results"][0])
+    if Path("/dev/full").exists():  # a full disk: a clean error, not an internal one
+        full = cli("export", workdir / "synthetic.c", "-o", "/dev/full")
+        assert full.exit_code == 2
+        assert full.stderr == "annotune: error: cannot write /dev/full: No space left on device\n"
     other = cli("export", workdir / "synthetic.c", "-o", out, "--device", "elsewhere")
     assert other.exit_code == 2 and "no measurements" in other.stderr
 

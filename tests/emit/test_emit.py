@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from annotune.annotate import read_problem
+from annotune.core.diagnostics import AnnotuneError
 from annotune.emit import (
+    check_headers_writable,
     render_defaults_header,
     render_header,
     slugify,
@@ -165,6 +167,33 @@ def test_written_files_get_ordinary_permissions(tmp_path):
     path.chmod(0o664)
     write_if_changed(path, "y\n")
     assert path.stat().st_mode & 0o777 == 0o664  # a replaced file keeps its mode
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full here")
+def test_a_full_device_is_a_user_error_and_is_never_read():
+    """/dev/full reads endless zeros: comparing by reading it once took all memory."""
+    with pytest.raises(AnnotuneError, match="cannot write /dev/full: No space left on device"):
+        write_if_changed(Path("/dev/full"), "#define A 1\n")
+    assert write_if_changed(Path("/dev/zero"), "#define A 1\n")  # endless too; takes anything
+
+
+def test_an_unwritable_header_path_is_a_user_error(tmp_path):
+    (tmp_path / "file.h").write_text("x")
+    reason = r"cannot write .*file\.h/gemm\.h: .*file\.h is not a directory"
+    with pytest.raises(AnnotuneError, match=reason):
+        write_if_changed(tmp_path / "file.h" / "gemm.h", "x\n")
+
+
+def test_the_headers_directory_is_checked_before_any_work(tmp_path):
+    source = tmp_path / "k.c"
+    check_headers_writable(source, None)  # tuned/ can be made
+    (tmp_path / "tuned").write_text("not a directory")
+    with pytest.raises(AnnotuneError, match="tuned header in .*tuned: is not a directory") as e:
+        check_headers_writable(source, None)
+    assert "--out-dir" in e.value.hint
+    check_headers_writable(source, tmp_path / "elsewhere")
+    with pytest.raises(AnnotuneError, match=r"tuned/sub: .*tuned is not a directory"):
+        check_headers_writable(source, tmp_path / "tuned" / "sub")
 
 
 @pytest.mark.parametrize(

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from annotune.core import inputs
 from annotune.core.diagnostics import AnnotuneError
+from annotune.core.inputs import InputKind
 from annotune.results.replay import load_replay
 
 REPLAY_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "replay"
@@ -121,3 +124,49 @@ def test_a_real_replay_file():
     assert len(dataset) == 4092
     assert int(np.isnan(dataset.times).sum()) == 318
     assert int((dataset.normalized() >= 0.95).sum()) == 35
+
+
+@pytest.mark.parametrize(
+    ("data", "message", "where"),
+    [
+        (b'{"cache": {},\n "x": "\xff"}', "invalid UTF-8 byte 0xff", (2, 8)),
+        (b'{"cache": {},\n  "x": nope}', "not valid JSON: Expecting value", (2, 8)),
+        (b"[" * 100_000 + b"]" * 100_000, "nested too deeply", (1, 1)),
+        (b'{"x": ' + b"1" * 5000 + b"}", "not valid JSON: Exceeds the limit", (1, 1)),
+        (gzip.compress(b'{"cache": {}') + b"junk", "not a readable gzip file", (1, 1)),
+    ],
+)
+def test_hostile_files_are_located_user_errors(tmp_path, data, message, where):
+    path = tmp_path / "bad.json"
+    path.write_bytes(data)
+    with pytest.raises(AnnotuneError, match=message) as caught:
+        load_replay(path)
+    location = caught.value.location
+    assert (location.file, location.line, location.column) == (str(path), *where)
+
+
+def test_special_files_and_gzip_bombs_are_refused_without_reading_them(tmp_path, monkeypatch):
+    fifo, bomb = tmp_path / "fifo.json", tmp_path / "bomb.json.gz"
+    os.mkfifo(fifo)
+    with pytest.raises(AnnotuneError, match="is a FIFO"):
+        load_replay(fifo)  # before: blocked forever
+    bomb.write_bytes(gzip.compress(b" " * (3 << 20)))
+    monkeypatch.setattr(inputs, "RESULTS", InputKind("results file", 1 << 20))
+    with pytest.raises(AnnotuneError, match="too large for a results file: more than 1 MiB"):
+        load_replay(bomb)
+
+
+def test_odd_but_readable_values_are_no_crash(tmp_path):
+    cache = kernel_tuner_cache()
+    cache["problem_size"] = [10**400]
+    for record in cache["cache"].values():
+        record["tile"] = 10**400 + record["tile"]  # beyond a float: ranked as a label
+    path = tmp_path / "odd.json"
+    path.write_text(json.dumps(cache))
+    dataset = load_replay(path)
+    assert dataset.problem_size == ()
+    assert sorted(set(dataset.candidates.values[:, 1])) == [0.0, 1.0]
+    cache["tune_params_keys"] = "block_size_x"
+    path.write_text(json.dumps(cache))
+    with pytest.raises(AnnotuneError, match="tune_params_keys \\(a list of names\\)"):
+        load_replay(path)

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from annotune.space.expressions import (
+    MAX_DEPTH,
     Binary,
     Conditional,
     ExpressionError,
@@ -21,6 +22,7 @@ from annotune.space.expressions import (
     Unary,
     evaluate,
     evaluate_with_undefined,
+    parse_constant,
     parse_expression,
 )
 
@@ -168,10 +170,19 @@ def test_undefined_rows() -> None:
     assert value("a / b == a / b", a=1, b=0) == 0
 
 
-def test_int64_wraps() -> None:
-    assert value("a + 1", a=INT64_MAX) == INT64_MIN
-    assert value("-a", a=INT64_MIN) == INT64_MIN
-    assert value("a * 2", a=2**62) == INT64_MIN
+def test_signed_overflow_is_undefined_not_wrapped() -> None:
+    """C leaves signed overflow undefined; wrapping would let 2^32 * 2^32 pass `<= 1024`."""
+    assert undefined("a + 1", a=INT64_MAX) and undefined("a - 1", a=INT64_MIN)
+    assert undefined("-a", a=INT64_MIN) and undefined("a * 2", a=2**62)
+    assert undefined("a * b", a=-1, b=INT64_MIN) and undefined("a * b", a=INT64_MIN, b=-1)
+    assert value("a * b <= 1024", a=2**32, b=2**32) == 0
+    assert not undefined("a + b", a=INT64_MAX, b=INT64_MIN)
+    assert not undefined("a * b", a=-1, b=INT64_MAX) and not undefined("a * 0", a=INT64_MIN)
+    assert value("a * b", a=-(2**31), b=2**32) == INT64_MIN  # exactly representable
+    # Only the rows that overflow are undefined, however large the others' operands are.
+    a = np.array([1, 2**40, 3, 2**62])
+    _, mask = evaluate_with_undefined(parse_expression("a * a + a", NAMES), {"a": a})
+    assert mask.tolist() == [False, True, False, True]
 
 
 def test_vectorized_columns_and_types() -> None:
@@ -241,6 +252,12 @@ def test_float_column_in_integer_operator_is_an_error() -> None:
         ("1.5 << 1", "invalid operands to '<<'", 4),
         ("~(a + 0.5)", "invalid operands to '~'", 0),
         ("a & (b ? 1.0 : 2)", "invalid operands to '&'", 2),
+        ("a > \u0663", "syntax error: unexpected character '٣': numbers are written with", 4),
+        ("a > \uff11\uff10", "syntax error: unexpected character '１': numbers are", 4),
+        ("a\u00a0> 1", "syntax error: unexpected character '\\xa0'", 1),
+        ("a > " + "9" * 5000, "syntax error: integer constant '99999999999999999999...", 4),
+        ("a < 1e400", "syntax error: floating constant '1e400' is out of range", 4),
+        ("a < 1" + "0" * 400 + ".0", "syntax error: floating constant", 4),
     ],
 )
 def test_errors_and_offsets(text: str, message: str, offset: int) -> None:
@@ -267,12 +284,61 @@ def test_any_text_parses_or_raises_expression_error(text: str) -> None:
     evaluate(expr, columns)
 
 
-def test_deep_nesting_is_an_error_not_a_crash() -> None:
-    assert value("(" * 50 + "1" + ")" * 50) == 1
-    assert value("+".join(["1"] * 150)) == 150
-    for text in ("(" * 5000 + "1" + ")" * 5000, "+".join(["1"] * 5000), "- " * 3000 + "1"):
-        with pytest.raises(ExpressionError, match="syntax error: expression is nested"):
-            parse_expression(text, NAMES)
+def test_long_chains_parse_and_evaluate() -> None:
+    """Chains of binary operators make left-deep trees as deep as they are long; nothing
+    recurses over them, so their length is no limit."""
+    assert value("+".join(["1"] * 5000)) == 5000
+    assert value(" || ".join(["a == 7"] * 500 + ["a == 3"]), a=3) == 1
+    assert value(" - ".join(["a"] * 2000), a=1) == -1998
+    chain = parse_expression(" * ".join(["a"] * 600) + " > 0 && b", NAMES)
+    assert chain.names == ("a", "b") and chain.width == 2
+
+
+@pytest.mark.parametrize(
+    ("text", "offset"),
+    [
+        ("(" * 5000 + "1" + ")" * 5000, 200),  # the 201st parenthesis
+        ("a + (" * 300 + "1" + ")" * 300, 4 + 5 * 200),
+        ("- " * 3000 + "1", 400),  # unary operators nest too
+        ("min(" * 250 + "1, 2" + ")" * 250, 4 * 200 + 3),  # at the call's parenthesis
+        ("a ? " * 250 + "1" + " : 0" * 250, 4 * 200 + 2),
+    ],
+)
+def test_nesting_deeper_than_the_limit_is_located(text: str, offset: int) -> None:
+    error = parse_error(text)
+    assert error.message == f"syntax error: expression is nested more than {MAX_DEPTH} deep"
+    assert error.offset == offset
+
+
+def test_nesting_up_to_the_limit_is_fine() -> None:
+    assert value("(" * MAX_DEPTH + "a" + ")" * MAX_DEPTH, a=4) == 4
+    assert value("- " * MAX_DEPTH + "a", a=4) == 4
+    nested = parse_expression("(a + " * 100 + "b" + ")" * 100, NAMES)
+    assert nested.width == 101  # each level keeps its `a` while the inner sum is evaluated
+
+
+@pytest.mark.parametrize(
+    ("text", "value"), [("010", 8), ("0x1Fu", 31), ("1.5f", 1.5), (".5", 0.5), ("7ULL", 7)]
+)
+def test_constants_on_their_own(text: str, value: int | float) -> None:
+    """What annotations and #define values are read with: the constraints' own rules."""
+    assert parse_constant(text) == value and type(parse_constant(text)) is type(value)
+
+
+@pytest.mark.parametrize(
+    ("text", "message", "offset"),
+    [
+        ("", "expected a number", 0),
+        ("-1", "expected a number", 0),
+        ("1'000", "unexpected \"'\" after the constant '1'", 1),
+        ("1_0", "invalid suffix '_0' on constant '1'", 1),
+        ("9" * 5000, "does not fit in 64 bits", 0),
+    ],
+)
+def test_constant_errors_are_located(text: str, message: str, offset: int) -> None:
+    with pytest.raises(ExpressionError) as caught:
+        parse_constant(text)
+    assert message in caught.value.message and caught.value.offset == offset
 
 
 def test_nothing_reaches_python(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -350,8 +416,16 @@ def wrap(v: int) -> int:
     return (v + 2**63) % 2**64 - 2**63
 
 
+def checked(v: int) -> int:
+    """Signed arithmetic: a result outside int64 is undefined, not wrapped."""
+    if not INT64_MIN <= v <= INT64_MAX:
+        raise Undefined
+    return v
+
+
 def c_value(tree: Tree, x: int, y: int) -> int:
-    """Scalar C semantics on int64 (with wrapping), raising Undefined where C is undefined."""
+    """Scalar C semantics on int64, raising Undefined where C is undefined (signed overflow
+    included); `<<` shifts the bits as unsigned, as C++20 and the shifts' SL do."""
     if not tree.children:
         return {"x": x, "y": y}[tree.op] if tree.op in ("x", "y") else int(tree.op)
     if tree.op == "?:":
@@ -364,7 +438,9 @@ def c_value(tree: Tree, x: int, y: int) -> int:
         return int(c_value(tree.children[1], x, y) != 0)
     if len(tree.children) == 1:
         a = c_value(tree.children[0], x, y)
-        return {"-": wrap(-a), "+": a, "!": int(a == 0), "~": ~a}[tree.op]
+        if tree.op == "-":
+            return checked(-a)
+        return {"+": a, "!": int(a == 0), "~": ~a}[tree.op]
     a, b = (c_value(child, x, y) for child in tree.children)
     if tree.op in ("/", "%"):
         if b == 0 or (a == INT64_MIN and b == -1):
@@ -376,9 +452,9 @@ def c_value(tree: Tree, x: int, y: int) -> int:
             raise Undefined
         return wrap(a << b) if tree.op == "<<" else a >> b
     table = {
-        "+": lambda: wrap(a + b),
-        "-": lambda: wrap(a - b),
-        "*": lambda: wrap(a * b),
+        "+": lambda: checked(a + b),
+        "-": lambda: checked(a - b),
+        "*": lambda: checked(a * b),
         "<": lambda: int(a < b),
         "<=": lambda: int(a <= b),
         ">": lambda: int(a > b),
@@ -458,29 +534,58 @@ def render_loosely(tree: Tree, rng: random.Random, c: bool) -> str:
     return f"{sub(kids[0])} {tree.op} {sub(kids[1])}"
 
 
-C_PRELUDE = r"""
-#include <setjmp.h>
-#include <signal.h>
-#include <stdio.h>
+CXX_PRELUDE = r"""
+#include <csetjmp>
+#include <csignal>
+#include <cstdio>
 static sigjmp_buf trap;
-static void on_fpe(int sig) { (void)sig; siglongjmp(trap, 1); }
-static long long SL(long long a, long long b) {
-    if (b < 0 || b > 63) raise(SIGFPE);
-    return (long long)((unsigned long long)a << b);
+static void on_trap(int sig) { (void)sig; siglongjmp(trap, 1); }
+static void undefined() { raise(SIGFPE); }
+// Every operand is an I, whose + - * and unary - trap on signed overflow. Built-in arithmetic
+// would not do: g++ folds (x - y) != 0 into x != y, as wrapping allows, and loses the overflow.
+struct I {
+    long long v;
+    I(long long value) : v(value) {}
+    explicit operator bool() const { return v != 0; }
+    explicit operator long long() const { return v; }
+};
+#define CHECKED(op, f) \
+    static I operator op(I a, I b) { long long r; if (f(a.v, b.v, &r)) undefined(); return r; }
+CHECKED(+, __builtin_add_overflow)
+CHECKED(-, __builtin_sub_overflow)
+CHECKED(*, __builtin_mul_overflow)
+static I operator-(I a) { return I(0) - a; }
+static I operator+(I a) { return a; }
+static I operator~(I a) { return ~a.v; }
+static I operator/(I a, I b) { return a.v / b.v; }  // x86 traps (SIGFPE) on / 0 and MIN / -1
+static I operator%(I a, I b) { return a.v % b.v; }
+static I operator<(I a, I b) { return a.v < b.v; }
+static I operator<=(I a, I b) { return a.v <= b.v; }
+static I operator>(I a, I b) { return a.v > b.v; }
+static I operator>=(I a, I b) { return a.v >= b.v; }
+static I operator==(I a, I b) { return a.v == b.v; }
+static I operator!=(I a, I b) { return a.v != b.v; }
+static I operator&(I a, I b) { return a.v & b.v; }
+static I operator^(I a, I b) { return a.v ^ b.v; }
+static I operator|(I a, I b) { return a.v | b.v; }
+static I SL(I a, I b) {
+    if (b.v < 0 || b.v > 63) undefined();
+    return (long long)((unsigned long long)a.v << b.v);
 }
-static long long SR(long long a, long long b) { if (b < 0 || b > 63) raise(SIGFPE); return a >> b; }
-static long long L(long long v) { return v; }
-static long long min(long long a, long long b) { return a < b ? a : b; }
-static long long max(long long a, long long b) { return a > b ? a : b; }
+static I SR(I a, I b) { if (b.v < 0 || b.v > 63) undefined(); return a.v >> b.v; }
+static I L(long long v) { return v; }
+static I min(I a, I b) { return a.v < b.v ? a : b; }
+static I max(I a, I b) { return a.v > b.v ? a : b; }
 """
 
 
 def test_evaluator_agrees_with_gcc(tmp_path) -> None:
-    """300 random expressions, run by one C program: division by zero traps (SIGFPE), and the
-    trap marks the row undefined; C's own && || ?: decide which operands are evaluated."""
-    gcc = shutil.which("gcc")
-    if gcc is None:
-        pytest.skip("gcc is not installed")
+    """300 random expressions, run by one C++ program: division by zero and signed overflow
+    trap (SIGFPE), and the trap marks the row undefined; C's own precedence and && || ?:
+    (which decide the operands evaluated) are g++'s, the same as C's for these operators."""
+    gxx = shutil.which("g++")
+    if gxx is None:
+        pytest.skip("g++ is not installed")
     rng = random.Random(20261122)
     exprs = [random_tree(rng, depth=5) for _ in range(300)]
     xs = [-7, -3, -1, 0, 1, 2, 3, 5, 8, 13, 64, -64, 1000, INT64_MAX, INT64_MIN]
@@ -496,21 +601,20 @@ def test_evaluator_agrees_with_gcc(tmp_path) -> None:
         f"{INT64_MIN}LL", "(-9223372036854775807LL - 1)"
     )
     source = (
-        C_PRELUDE
+        CXX_PRELUDE
         + f"static const long long ROWS[][2] = {{{row_values}}};\n"
-        + "int main(void) {\n"
-        + "    struct sigaction action = {0};\n"
-        + "    action.sa_handler = on_fpe;\n"
-        + "    sigaction(SIGFPE, &action, NULL);\n"
+        + "int main() {\n"
+        + "    struct sigaction action = {};\n"
+        + "    action.sa_handler = on_trap;\n"
+        + "    sigaction(SIGFPE, &action, nullptr);\n"
         + f"    for (int r = 0; r < {len(rows)}; r++) {{\n"
-        + "    volatile long long x = ROWS[r][0], y = ROWS[r][1];\n"
+        + "    I x = ROWS[r][0], y = ROWS[r][1];\n"
         + body
         + "\n    }\n    return 0;\n}\n"
     )
-    (tmp_path / "exprs.c").write_text(source)
+    (tmp_path / "exprs.cpp").write_text(source)
     subprocess.run(
-        [gcc, "-O0", "-fwrapv", "-w", "-o", str(tmp_path / "exprs"), str(tmp_path / "exprs.c")],
-        check=True,
+        [gxx, "-O0", "-w", "-o", str(tmp_path / "exprs"), str(tmp_path / "exprs.cpp")], check=True
     )
     output = subprocess.run([str(tmp_path / "exprs")], check=True, capture_output=True, text=True)
     lines = output.stdout.split()

@@ -1,0 +1,97 @@
+"""The front end on hostile sources: character columns, headers clang would hang on, odd names."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from annotune.annotate import read_problem, read_problem_and_source
+from annotune.annotate.frontend import parse_source
+from annotune.core.diagnostics import AnnotuneError
+
+
+def error_at(source: Path) -> tuple[int, int, str]:
+    with pytest.raises(AnnotuneError) as caught:
+        read_problem(source)
+    where = caught.value.location
+    assert where.file == str(source)
+    return where.line, where.column, caught.value.message
+
+
+@pytest.mark.parametrize(
+    ("data", "where"),
+    [
+        # A grammar error after two CJK characters and an é: columns count characters.
+        (b"#define A 3 /* " + "日本é".encode() + b" */ // @tune values(1 2)\n", (1, 41)),
+        # A truncated character (two bytes of 日) is one column, as the caret's line shows it.
+        (b"#define A 3 /* \xe6\x97 */ // @tune values(1 2)\n", (1, 39)),
+        # A byte order mark is no column.
+        (b"\xef\xbb\xbf#define A 3 // @tune values(1 2)\n", (1, 31)),
+    ],
+)
+def test_errors_are_located_at_character_columns(tmp_path, data, where):
+    source = tmp_path / "k.c"
+    source.write_bytes(data)
+    assert error_at(source)[:2] == where
+
+
+def test_locations_and_offsets_are_inverses_in_a_non_ascii_file(tmp_path):
+    source = tmp_path / "k.c"
+    source.write_bytes("/* é 日本 ".encode() + b"\xff */ int ab = 1; int cd = ab;\n")
+    main = parse_source(source).main
+    identifiers = [t for t in main.tokens if t.kind == "identifier"]
+    columns = [main.location(t.start).column for t in identifiers]
+    assert columns == [18, 30, 35]
+    assert [main.offset(main.location(t.start)) for t in identifiers] == [
+        t.start for t in identifiers
+    ]
+
+
+def test_a_missing_header_is_located_in_characters(tmp_path):
+    source = tmp_path / "k.c"
+    source.write_text('/* é */ #include "gone.h"\n#define A 1 // @tune bool\nint x = A;\n')
+    ((where, name),) = read_problem(source).missing_includes
+    assert (name, where.line, where.column) == ("gone.h", 1, 9)
+
+
+def test_a_byte_order_mark_does_not_hide_the_first_directive(tmp_path):
+    source = tmp_path / "k.c"
+    source.write_bytes(b"\xef\xbb\xbf#define A 3 // @tune values(1, 3)\nint x = A;\n")
+    (a,) = read_problem(source).params
+    assert (a.name, a.default, a.location.column) == ("A", 3, 9)
+
+
+@pytest.mark.parametrize("header", ["fifo.h", "/dev/zero"])
+def test_a_header_clang_would_hang_on_is_refused_before_parsing(tmp_path, header):
+    if header == "fifo.h":
+        os.mkfifo(tmp_path / header)
+    source = tmp_path / "k.c"
+    source.write_text(f'#define A 1 // @tune bool\n  # include "{header}"\n')
+    line, column, message = error_at(source)
+    assert (line, column) == (2, 14)
+    assert message.startswith(f"header '{header}' is a ") and "not a regular file" in message
+
+
+def test_a_header_through_another_header_is_checked_too(tmp_path):
+    """`deep.h` is looked up as clang does: the directory of that name is passed over."""
+    for folder in ("dirs", "inc"):
+        (tmp_path / folder).mkdir()
+    (tmp_path / "dirs" / "deep.h").mkdir()
+    os.mkfifo(tmp_path / "inc" / "deep.h")
+    (tmp_path / "inc" / "top.h").write_text("#include <deep.h>\n")
+    source = tmp_path / "k.c"
+    source.write_text('#include "inc/top.h"\n#define A 1 // @tune bool\n')
+    search = [str(tmp_path / "dirs"), str(tmp_path / "inc")]
+    with pytest.raises(AnnotuneError, match="'deep.h' is a FIFO") as caught:
+        parse_source(source, include_dirs=search)
+    assert caught.value.location.file == str(tmp_path / "inc" / "top.h")
+
+
+def test_a_source_named_like_an_option_is_parsed(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    Path("-x.c").write_text("#define A 3 // @tune values(1, 3)\nint y = A;\n")
+    problem, parsed = read_problem_and_source(Path("-x.c"))
+    assert [p.name for p in problem.params] == ["A"]
+    assert parsed.main.path == "-x.c"
