@@ -169,7 +169,7 @@ class Builder:
             _save(scratch, result, digests.of(dependencies), program)
             (scratch / _DEPENDENCY_FILE).unlink(missing_ok=True)
             shutil.rmtree(scratch / "src", ignore_errors=True)
-            if _load(final, variant.params, Digests()) is not None:
+            if _load(final, variant.params, digests) is not None:
                 shutil.rmtree(scratch, ignore_errors=True)  # another process built it meanwhile
             else:
                 _discard(final)  # an entry whose dependencies changed

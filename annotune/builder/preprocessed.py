@@ -24,9 +24,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from annotune.builder.compiler import run_compiler
-from annotune.builder.verify import preprocess_command, source_inputs
+from annotune.builder.verify import is_nvcc, preprocess_command, source_inputs
 
-_NVCC = re.compile(r"nvcc(?:-[\d.]+)?")
 _HOST_SIDE = ("-Xcompiler", "-U__CUDA_ARCH__,-U__CUDA_ARCH_LIST__")
 _ARCH_OPTIONS = ("-arch", "--gpu-architecture", "-gencode", "--generate-code", "-code",
                  "--gpu-code")  # fmt: skip
@@ -65,7 +64,7 @@ def program_digest(
     which makes the variant its own program."""
     inputs = dict.fromkeys([source, *source_inputs(argv)])
     commands = [preprocess_command(argv, path) for path in inputs]
-    if _NVCC.fullmatch(os.path.basename(argv[0])):
+    if is_nvcc(argv[0]):
         archs = device_architectures(argv)
         if archs is None:  # `-arch=all`, `native`: which device passes there are is unknown
             return "", 0.0

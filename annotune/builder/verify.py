@@ -64,11 +64,16 @@ class Tuned(NamedTuple):
     location: Location
 
 
+def is_nvcc(executable: str) -> bool:
+    """Whether `executable` is nvcc, which passes preprocessor options on through -Xcompiler."""
+    return bool(_NVCC.fullmatch(os.path.basename(executable)))
+
+
 def checks_values(executable: str) -> bool:
     """Whether annotune knows how to run this compiler preprocess-only (`preprocess_command`);
     a command of another compiler is compiled unchecked."""
     name = os.path.basename(executable)
-    return bool(_NVCC.fullmatch(name) or _GNU_DRIVER.fullmatch(name))
+    return is_nvcc(executable) or bool(_GNU_DRIVER.fullmatch(name))
 
 
 def preprocess_command(argv: Sequence[str], source: str, letter: str = "") -> list[str]:
@@ -76,7 +81,7 @@ def preprocess_command(argv: Sequence[str], source: str, letter: str = "") -> li
     preprocess-only run that writes where the compile wrote its program: the same flags,
     defines and includes; no other input file and no dependency output. `letter` asks for the
     macros instead of the text (`M`: the list; `D`: each definition in place)."""
-    nvcc = _NVCC.fullmatch(os.path.basename(argv[0]))
+    nvcc = is_nvcc(argv[0])
     kept: list[str] = [argv[0], "-E"]
     if letter:
         kept += [*(("-Xcompiler",) if nvcc else ()), f"-d{letter}"]

@@ -423,8 +423,9 @@ def _rows(space: Space, legal: np.ndarray, configs: Sequence[Mapping[str, Number
         rows = np.ascontiguousarray(rows, dtype=legal.dtype)
         return rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1]))).ravel()
 
-    order = np.argsort(keys(legal), kind="stable")
-    ordered = keys(legal)[order]
+    rows = keys(legal)
+    order = np.argsort(rows, kind="stable")
+    ordered = rows[order]
     queries = keys(np.array(wanted))
     at = np.minimum(np.searchsorted(ordered, queries), len(ordered) - 1)
     return [int(order[i]) for i, q in zip(at, queries, strict=True) if ordered[i] == q]
@@ -628,12 +629,10 @@ class _Session:
         self.measurer = measurer
         self.options = options
         self.on_progress = on_progress
-        self.known = {config_key(m.params): m for m in db.measurements(study)}
-        self.programs = {
-            m.compile_info["program"]: m
-            for m in self.known.values()
-            if m.compile_info.get("program") and "same_program_as" not in m.compile_info
-        }
+        self.known: dict[str, Measurement] = {}
+        self.programs: dict[str, Measurement] = {}
+        for measurement in db.measurements(study):
+            self._learn(measurement)
         self.seen: set[str] = set()
         self.invalid = 0
         self.failures: dict[tuple[str, str], FailureKind] = {}

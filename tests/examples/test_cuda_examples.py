@@ -296,8 +296,13 @@ def test_example_verifies_with_the_same_check_for_every_block(name, tmp_path, em
     ]
     if FULL:
         configs.append({"BLOCK_X": 1, "BLOCK_Y": 40, third: third_values[1]})
+    _assert_same_check(name, configs, tmp_path)
+
+
+def _assert_same_check(name: str, configs: list[dict[str, int]], workdir: Path) -> None:
+    """Every configuration of `name` runs, verifies and prints one and the same check value."""
     with ThreadPoolExecutor(max_workers=2) as pool:
-        runs = list(pool.map(lambda c: _emulate(name, c, tmp_path), configs))
+        runs = list(pool.map(lambda c: _emulate(name, c, workdir), configs))
     checks = []
     for config, done in zip(configs, runs, strict=True):
         assert done.returncode == 0, (config, done.stderr)
@@ -360,12 +365,4 @@ def test_convolution_variants_compile(tmp_path):
 def test_convolution_verifies_with_the_same_check_for_every_configuration(
     tmp_path, emulation_works
 ):
-    configs = [{**c, **FIXED} for c in CONVOLUTION_CONFIGS]
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        runs = list(pool.map(lambda c: _emulate("convolution", c, tmp_path), configs))
-    checks = []
-    for config, done in zip(configs, runs, strict=True):
-        assert done.returncode == 0, (config, done.stderr)
-        checks.append(_CHECK.findall(done.stdout))
-    assert all(len(c) == 1 for c in checks)
-    assert checks[1:] == checks[:-1], "the check value depends on the configuration"
+    _assert_same_check("convolution", [{**c, **FIXED} for c in CONVOLUTION_CONFIGS], tmp_path)
