@@ -3,8 +3,10 @@
     python benchmarks/tune_cuda_examples.py [EXAMPLE ...] [--budget 40] [--seconds S]
         [--repeats 3] [--runs 9] [--json FILE]
 
-Each example (default: every one under examples/cuda) is tuned in place with `annotune tune`,
-so its header lands in examples/cuda/NAME/tuned/<gpu>/ ready to commit, and its measurements
+Each example (default: every one under examples/cuda) is tuned in place with `annotune tune
+--mode program` (the whole program, every kernel it launches, as the builds compared here run
+it; the examples also declare kernels, which `--mode auto` would tune instead), so its header
+lands in examples/cuda/NAME/tuned/<gpu>/ ready to commit, and its measurements
 in examples/cuda/NAME/.annotune/. Then the default and the tuned build, compiled with the same
 nvcc command, run interleaved `--runs` times each; the table gives their median kernel times.
 Needs nvcc and an NVIDIA GPU.
@@ -33,7 +35,7 @@ def example_names() -> list[str]:
 
 
 def tune(source: Path, args: argparse.Namespace) -> tuple[dict, float]:
-    argv = [sys.executable, "-m", "annotune", "tune", str(source), "--json"]
+    argv = [sys.executable, "-m", "annotune", "tune", str(source), "--mode", "program", "--json"]
     argv += ["--budget", str(args.budget), "--repeats", str(args.repeats)]
     argv += ["--strategy", args.strategy, "--seed", str(args.seed)]
     if args.seconds is not None:

@@ -7,8 +7,9 @@ from pathlib import Path
 
 from annotune.annotate.collect import collect
 from annotune.annotate.config import FileConfig, find_config, load_file_config
+from annotune.annotate.device_code import device_code as _device_code
 from annotune.annotate.frontend import ParsedSource, check_readable, parse_source
-from annotune.annotate.kernel import kernel_specs
+from annotune.annotate.kernel import declares_kernels, kernel_specs, parse_cuda
 from annotune.annotate.problem import ConstraintDecl, Problem, TunableParam, Use
 from annotune.core.diagnostics import AnnotuneError, Location
 from annotune.space import Param, Space, SpaceError
@@ -48,10 +49,23 @@ def read_problem_and_source(
             "no tunable parameters found (mark a #define with '// @tune DOMAIN')",
             Location(str(source), 1, 1),
         )
+    # Kernel mode parses the main file once more, for the kernels' signatures and the device
+    # code NVRTC may compile; a source without kernels pays for neither.
+    ast = None
+    if parsed.language == "cuda" and declares_kernels(parsed):
+        ast = parse_cuda(parsed, include_dirs, defines)
     kernels = kernel_specs(
-        parsed, [p.name for p in problem.params], include_dirs=include_dirs, defines=defines
+        parsed,
+        [p.name for p in problem.params],
+        include_dirs=include_dirs,
+        defines=defines,
+        translation_unit=ast,
     )
-    return dataclasses.replace(problem, kernels=kernels, include_dirs=tuple(include_dirs)), parsed
+    device = _device_code(parsed, translation_unit=ast) if kernels and ast is not None else None
+    problem = dataclasses.replace(
+        problem, kernels=kernels, include_dirs=tuple(include_dirs), device_code=device
+    )
+    return problem, parsed
 
 
 def _file_config(source: Path, config_path: Path | None) -> FileConfig | None:

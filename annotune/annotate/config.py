@@ -17,6 +17,8 @@
     OMP_PROC_BIND = "close"
     OMP_NUM_THREADS = "{THREADS}"      # a parameter's value: the variable is tuned
 
+A `[[gpu]]` entry, in the format of annotune's GPU table (`annotune/transfer/gpus.toml`),
+describes a GPU that table lacks; `annotune.transfer.resolve` reads and checks those entries.
 The same tables go under `[tool.annotune]` in a pyproject.toml. The nearest config file
 above the source that mentions it wins, looked for up to the repository's root or the user's
 home, and used only when the user owns it and no one else may write it (`find_config`). Every
@@ -50,7 +52,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 CONFIG_NAMES = ("annotune.toml", "pyproject.toml")
-_TOP_KEYS = {"file"}
+_TOP_KEYS = {"file", "gpu"}
 _FILE_KEYS = {
     "path",
     "include",

@@ -54,7 +54,9 @@ __all__ = [
     "Launch",
     "LaunchArg",
     "LaunchError",
+    "declares_kernels",
     "kernel_specs",
+    "parse_cuda",
 ]
 
 Number = int | float
@@ -258,17 +260,24 @@ def _dims(exprs: tuple[Expression, ...], values: Mapping[str, Number], what: str
 # --- reading the pragmas -----------------------------------------------------------------------
 
 
+def declares_kernels(parsed: ParsedSource) -> bool:
+    """Whether one of the user's files has a `#pragma annotune kernel` (then it is parsed again)."""
+    return any(_is_kernel_pragma(d) for source in parsed.files for d in source.directives)
+
+
 def kernel_specs(
     parsed: ParsedSource,
     param_names: Collection[str],
     *,
     include_dirs: Iterable[str] = (),
     defines: Iterable[str] = (),
+    translation_unit: ci.TranslationUnit | None = None,
 ) -> tuple[KernelSpec, ...]:
     """Every `#pragma annotune kernel` of the user's files, checked and typed.
 
     `param_names` are the tunable parameters; `include_dirs` and `defines` must be those the
-    front end parsed with, since the main file is parsed again for the kernels' signatures.
+    front end parsed with, since the main file is parsed again for the kernels' signatures
+    (`translation_unit`: that parse, `parse_cuda`'s, when the caller already has it).
     Raises AnnotuneError, located at the offending character, for every mistake.
     """
     pragmas = [
@@ -285,7 +294,9 @@ def kernel_specs(
             "kernel mode needs a CUDA source (.cu)", source.location(directive.words[1].start)
         )
     macros = _numeric_macros(parsed, set(param_names))
-    kernels = _kernel_cursors(parsed, list(include_dirs), list(defines))
+    if translation_unit is None:
+        translation_unit = parse_cuda(parsed, include_dirs, defines)
+    kernels = _kernel_cursors(translation_unit, parsed)
     specs: dict[str, KernelSpec] = {}
     for source, directive in pragmas:
         spec = _read_pragma(source, directive, param_names, macros, kernels, parsed)
@@ -665,18 +676,25 @@ def _macros_needed(
 # --- the kernels' definitions -------------------------------------------------------------------
 
 
-def _kernel_cursors(
-    parsed: ParsedSource, include_dirs: list[str], defines: list[str]
-) -> dict[str, list[ci.Cursor]]:
-    """`__global__` definitions (templates included) in the user's files, by name."""
-    args = clang_args("cuda", include_dirs, defines)
-    index = ci.Index.create()
-    tu = index.parse(
+def parse_cuda(
+    parsed: ParsedSource, include_dirs: Iterable[str] = (), defines: Iterable[str] = ()
+) -> ci.TranslationUnit:
+    """The main file parsed again as CUDA, its AST kept, with the signature shim.
+
+    The kernels' signatures are read from it here, and the device code NVRTC may see
+    (`annotate.device_code`): a caller that needs both parses once and passes it to each.
+    `include_dirs` and `defines` must be those the front end parsed with.
+    """
+    return ci.Index.create().parse(
         parsed.main.path,
-        args=args,
+        args=clang_args("cuda", list(include_dirs), list(defines)),
         unsaved_files=[(SHIM_PATH, CUDA_SHIM + _SIGNATURE_SHIM)],
         options=ci.TranslationUnit.PARSE_INCOMPLETE | _KEEP_GOING,
     )
+
+
+def _kernel_cursors(tu: ci.TranslationUnit, parsed: ParsedSource) -> dict[str, list[ci.Cursor]]:
+    """`__global__` definitions (templates included) in the user's files, by name."""
     user_files = {os.path.realpath(f.path) for f in parsed.files}
     found: dict[str, list[ci.Cursor]] = {}
     stack = list(tu.cursor.get_children())

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from annotune.annotate.device_code import DeviceCode
 from annotune.core.diagnostics import Location
 from annotune.core.records import Number
 
@@ -150,6 +151,8 @@ class Problem:
     # Directive families the user's files use, "omp" and/or "acc" (`#pragma omp`, or including
     # omp.h for the runtime alone): each needs its compiler flag, or its pragmas are ignored.
     pragmas: frozenset[str] = frozenset()
+    # Kernel mode only: what of the user's files NVRTC must not see (annotate.device_code).
+    device_code: DeviceCode | None = None
 
     def param(self, name: str) -> TunableParam:
         for param in self.params:

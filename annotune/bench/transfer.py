@@ -14,9 +14,11 @@ the target; the others are its sources. For the target this reports:
 * the device features CV-DFS chose (`annotune.transfer.adapt.select_features`).
 
 The selection and the zero-shot prediction are one `annotune.transfer.adapt.zero_shot` per
-target, what one `annotune predict` does. Device features come from `features.dataset_features`
-(a T4 file's metadata, else the table). What it measured on the shared replay data is in
-docs/experiments/transfer.md.
+target, what one `annotune predict` does. Device features come from `resolve.resolve_dataset`
+(a T4 file's metadata, else the user's table, else the shipped one); a GPU known nowhere never
+stops the run: the nearest known GPU of its vendor and architecture stands in, or the model
+uses only the features every GPU of the group has, and the row's `warnings` say so. What it
+measured on the shared replay data is in docs/experiments/transfer.md.
 """
 
 from __future__ import annotations
@@ -35,12 +37,8 @@ from annotune.core.records import TaskData
 from annotune.results.replay import ReplayDataset
 from annotune.search.multitask import match_rows
 from annotune.transfer.adapt import Selection, zero_shot
-from annotune.transfer.features import (
-    FEATURE_NAMES,
-    DeviceFeatures,
-    dataset_device,
-    dataset_features,
-)
+from annotune.transfer.features import dataset_device
+from annotune.transfer.resolve import GpuTable, Resolved, resolve_dataset, shared_names
 
 ONE_PERCENT = 0.01
 
@@ -62,6 +60,7 @@ class TransferRow:
     zero_shot: float
     naive: float
     naive_source: str
+    warnings: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -81,22 +80,18 @@ class TransferRow:
             "zero_shot": self.zero_shot,
             "naive": self.naive,
             "naive_source": self.naive_source,
+            "warnings": list(self.warnings),
         }
 
 
-def device_features(dataset: ReplayDataset) -> DeviceFeatures:
-    """The dataset's device features (`features.dataset_features`); AnnotuneError if unknown."""
+def device_features(dataset: ReplayDataset, gpus: GpuTable | None = None) -> Resolved:
+    """The dataset's device features (`resolve.resolve_dataset`): never unknown, but perhaps
+    partial or a stand-in's (its warnings say); AnnotuneError when the file's own are
+    malformed."""
     try:
-        found = dataset_features(dataset)
+        return resolve_dataset(dataset, gpus)
     except ValueError as error:
         raise AnnotuneError(f"{dataset.name}: {error}") from None
-    if found is None:
-        raise AnnotuneError(
-            f"{dataset.name}: no device features for GPU {dataset_device(dataset)!r}",
-            hint="annotune knows the GPUs in annotune/transfer/gpus.toml; `annotune export` on the "
-            "GPU itself writes a file that carries its features",
-        )
-    return found
 
 
 def group_by_space(datasets: Sequence[ReplayDataset]) -> list[list[ReplayDataset]]:
@@ -120,9 +115,9 @@ def _space_key(dataset: ReplayDataset) -> str:
     return digest.hexdigest()
 
 
-def as_task(dataset: ReplayDataset, columns: Sequence[int]) -> TaskData:
-    """A source GPU for the transfer strategy: its device features restricted to `columns`."""
-    vector = device_features(dataset).vector(FEATURE_NAMES)[list(columns)]
+def as_task(dataset: ReplayDataset, features: Resolved, names: Sequence[str]) -> TaskData:
+    """A source GPU for the transfer strategy: its device features `names`, in that order."""
+    vector = features.vector(names)
     name = dataset_device(dataset)
     return TaskData(name, dataset.candidates.values, dataset.times, tuple(vector))
 
@@ -151,12 +146,14 @@ def transfer_bench(
     workers: int | None = None,
     options: dict[str, Any] | None = None,
     on_run: Callable[[str, RunTrace], None] | None = None,
+    gpus: GpuTable | None = None,
 ) -> list[TransferRow]:
     """Leave each GPU of each group out in turn (see the module docstring).
 
     `options` go to the `transfer` strategy (lead, IterML's options, ...); IterML runs with
-    its defaults. AnnotuneError when a dataset shares its space with no other one or its
-    device features are unknown.
+    its defaults. `gpus`: the user's GPU entries, over the shipped table. AnnotuneError when
+    a dataset shares its space with no other one, or its own device features are malformed;
+    an unknown GPU is a warning on its rows, never an error.
     """
     groups = group_by_space(datasets)
     for group in groups:
@@ -165,18 +162,22 @@ def transfer_bench(
                 f"{group[0].name}: no other dataset given shares its space",
                 hint="leave-one-GPU-out needs at least two GPUs' results of the same space",
             )
-        for dataset in group:
-            device_features(dataset)  # unknown features: fail before any run
+    # Read every file's features before any run: a malformed one fails at once.
+    features = {id(d): device_features(d, gpus) for group in groups for d in group}
     rows = []
     for group in groups:
+        known = [features[id(d)] for d in group]
         for target in group:
-            rows.append(_leave_out(target, group, repeats, seed, cap, workers, options, on_run))
+            rows.append(
+                _leave_out(target, group, known, repeats, seed, cap, workers, options, on_run)
+            )
     return rows
 
 
 def _leave_out(
     target: ReplayDataset,
     group: Sequence[ReplayDataset],
+    features: Sequence[Resolved],
     repeats: int,
     seed: int,
     cap: int | None,
@@ -185,19 +186,20 @@ def _leave_out(
     on_run: Callable[[str, RunTrace], None] | None,
 ) -> TransferRow:
     sources = [d for d in group if d is not target]
-    all_columns = range(len(FEATURE_NAMES))
-    full = [as_task(s, all_columns) for s in sources]
-    target_full = device_features(target).vector(FEATURE_NAMES)
-    found = zero_shot(
-        target.candidates, full, target_full, FEATURE_NAMES, rng=np.random.default_rng(seed)
-    )
+    by_dataset = {id(d): f for d, f in zip(group, features, strict=True)}
+    # The features every GPU of the group has: all, unless one is known by its name alone.
+    names = shared_names(features)
+    full = [as_task(s, by_dataset[id(s)], names) for s in sources]
+    target_full = by_dataset[id(target)].vector(names)
+    found = zero_shot(target.candidates, full, target_full, names, rng=np.random.default_rng(seed))
     if found is None:
         raise AnnotuneError(f"{target.name}: no source GPU has a valid measurement")
     selection = found.selection
     first_pick = float(target.normalized()[found.ranking[0]])
     naive, naive_source = naive_baseline(target, sources)
 
-    prior = [as_task(s, selection.columns) for s in sources]
+    chosen = [names[c] for c in selection.columns]
+    prior = [as_task(s, by_dataset[id(s)], chosen) for s in sources]
     transfer_options = {
         **(options or {}),
         "prior": prior,
@@ -228,4 +230,5 @@ def _leave_out(
         zero_shot=first_pick,
         naive=naive,
         naive_source=naive_source,
+        warnings=tuple(w for f in features for w in f.warnings),
     )

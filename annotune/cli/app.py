@@ -144,8 +144,32 @@ app = typer.Typer(
 )
 
 
+CMAKE_DIR = Path(__file__).resolve().parents[1] / "cmake"
+"""annotune's CMake package (annotuneConfig.cmake), shipped inside the Python package, so that
+the module and the annotune it runs come from one installation."""
+
+
+def _print_cmake_dir(value: bool) -> None:
+    """`annotune --cmake-dir`: print where the CMake package is and exit, for
+    `cmake -Dannotune_DIR="$(annotune --cmake-dir)"`; no command module is imported."""
+    if value:
+        print(CMAKE_DIR)
+        raise typer.Exit()
+
+
 @app.callback()
-def _group() -> None:
+def _group(
+    cmake_dir: Annotated[
+        bool,
+        typer.Option(
+            "--cmake-dir",
+            is_eager=True,
+            expose_value=False,
+            callback=_print_cmake_dir,
+            help="Print the directory of annotune's CMake package (for -Dannotune_DIR) and exit.",
+        ),
+    ] = False,
+) -> None:
     """Autotune the knobs marked in CUDA and OpenACC source."""
 
 

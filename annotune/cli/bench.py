@@ -2,7 +2,10 @@
 
 `--transfer` instead leaves each GPU out of every group of datasets that share a space and
 compares the `transfer` strategy (warm-started from the other GPUs) with IterML from scratch
-on it (`annotune.bench.transfer`).
+on it (`annotune.bench.transfer`). Device features come from `--gpus FILE` and the `[[gpu]]`
+entries of the annotune.toml found from the current directory, over annotune's own table; a GPU
+known nowhere is a warning on stderr (which GPU stood in, which features are missing), never an
+error.
 
 Exit codes: 0 success, 2 bad input (missing or unreadable dataset, bad option), 130
 interrupted. With --json, stdout holds exactly one JSON object; progress goes to stderr.
@@ -17,13 +20,15 @@ from rich.markup import escape
 from rich.progress import Progress
 from rich.table import Table
 
+from annotune.annotate.config import find_config
 from annotune.bench import BenchRow, RunTrace, bench, plot_boxes, size_prior
 from annotune.bench.transfer import TransferRow, transfer_bench
 from annotune.cli.app import app, print_json, require_matplotlib, stderr, stdout, user_errors
-from annotune.cli.params import MAX_COUNT, MAX_SEED, one_of, output_file
+from annotune.cli.params import MAX_COUNT, MAX_SEED, GpusOption, one_of, output_file
 from annotune.core.diagnostics import AnnotuneError
 from annotune.results.replay import ReplayDataset, load_replay
 from annotune.search import STRATEGY_NAMES
+from annotune.transfer.resolve import GpuTable, user_table
 
 _STRATEGY_HELP = f"Repeatable; one of: {', '.join(STRATEGY_NAMES)}."
 _known_strategies = one_of(STRATEGY_NAMES)
@@ -70,6 +75,7 @@ def bench_command(
         help="predictive: learn each dataset from the given datasets of the same kernel at "
         "other problem sizes (their problem sizes are the model's task features).",
     ),
+    gpus: GpusOption = None,
 ) -> None:
     """Measurements each strategy needs for Standard 1 (median of best >= 0.95) and
     Standard 2 (5th percentile >= 0.95), beside the exact values for random search."""
@@ -78,7 +84,8 @@ def bench_command(
         if transfer:
             if plot is not None:
                 raise AnnotuneError("--plot does not combine with --transfer")
-            _transfer(loaded, repeats, seed, max_evals, workers, json_output)
+            table = user_table(gpus, find_config(Path.cwd() / "annotune.toml"))
+            _transfer(loaded, repeats, seed, max_evals, workers, json_output, table)
             return
         if plot is not None:
             require_matplotlib()
@@ -159,6 +166,7 @@ def _transfer(
     cap: int | None,
     workers: int | None,
     as_json: bool,
+    gpus: GpuTable,
 ) -> None:
     show = not as_json and stderr.is_terminal
     with Progress(console=stderr, disable=not show, transient=True) as progress:
@@ -170,7 +178,10 @@ def _transfer(
             cap=cap,
             workers=workers,
             on_run=lambda _name, _trace: progress.advance(task),
+            gpus=gpus,
         )
+    for warning in dict.fromkeys(w for row in rows for w in row.warnings):
+        stderr.print(f"annotune: warning: {warning}", markup=False, highlight=False)
     if as_json:
         print_json({"results": [row.to_json() for row in rows]})
     else:

@@ -1,8 +1,10 @@
 """`annotune build FILE -o OUT`: the tuned header for this machine's device, for a Makefile.
 
-Copies `OUT_DIR/<device-slug>/<stem>.h` to OUT, or, when that device has no tuned header,
-writes the defaults read from FILE's annotations with one warning on stderr. OUT is rewritten
-only when its content changes (make then rebuilds only what really changed) and always
+Copies `OUT_DIR/<device-slug>/<stem>.h` to OUT. When that device has no tuned header, the one
+of the nearest GPU of the same vendor and architecture that has one stands in (GPUs known from
+annotune's table, `--gpus FILE` or the config's `[[gpu]]`; `annotune.transfer.headers`), else
+the defaults read from FILE's annotations are written; either with one warning on stderr. OUT is
+rewritten only when its content changes (make then rebuilds only what really changed) and always
 atomically, so any number of `make -j` jobs may build the same OUT at once. OUT may also be a
 device or FIFO (`-o /dev/stdout`): written in place, never read to compare; a full one
 (`/dev/full`) is an error, exit 2. OUT is checked before any work (`cli.params.output_file`).
@@ -29,7 +31,7 @@ import typer
 
 from annotune import __version__
 from annotune.cli.app import JsonFlag, app, print_json, user_errors
-from annotune.cli.params import device_name, output_dir, output_file
+from annotune.cli.params import GpusOption, device_name, output_dir, output_file
 from annotune.core.diagnostics import AnnotuneError, Location
 from annotune.core.files import same_content
 from annotune.emit import render_defaults_header, tuned_header_path, write_if_changed
@@ -38,6 +40,7 @@ from annotune.run.device import DEVICE_ENV, current_device_name
 
 if TYPE_CHECKING:
     from annotune.annotate import Problem
+    from annotune.transfer.headers import HeaderStandIn
 
 
 @app.command()
@@ -72,6 +75,7 @@ def build(
             "edit, and print what to compile instead of FILE.",
         ),
     ] = None,
+    gpus: GpusOption = None,
     json: JsonFlag = False,
 ) -> None:
     """Write the tuned header of FILE for this device to OUT (the defaults if it has none)."""
@@ -82,6 +86,11 @@ def build(
         header = tuned_header_path(file, name, out_dir)
         tuned = header.is_file()
         problem = None
+        if not tuned:
+            stand_in = _stand_in(file, name, out_dir, config, gpus)
+            if stand_in is not None:
+                header, tuned = stand_in.header, True
+                print(f"annotune: warning: {stand_in.warning}", file=sys.stderr)
         if tuned:
             text = _read(header)
         else:
@@ -113,6 +122,19 @@ def build(
         )
     elif compile_args is not None:
         print(shlex.join(compile_args))
+
+
+def _stand_in(
+    file: Path, device: str, out_dir: Path | None, config: Path | None, gpus: Path | None
+) -> HeaderStandIn | None:
+    """Another GPU's tuned header for a device with none (`annotune.transfer.headers`):
+    imported only here, off the common path."""
+    from annotune.annotate.config import find_config
+    from annotune.transfer.headers import stand_in_header
+    from annotune.transfer.resolve import user_table
+
+    table = user_table(gpus, config or find_config(file))
+    return stand_in_header(file, device, out_dir, table)
 
 
 def _read(header: Path) -> str:

@@ -15,7 +15,7 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import Annotated, TypeVar
 
 import typer
 
@@ -32,6 +32,18 @@ MAX_SECONDS = 10**6
 subprocesses are waited with overflow."""
 
 T = TypeVar("T")
+
+GpusOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--gpus",
+        dir_okay=False,
+        help="A TOML file of [[gpu]] entries in the format of annotune/transfer/gpus.toml, for "
+        "GPUs annotune does not know (they win over its table; only name is required).",
+    ),
+]
+"""`--gpus FILE`, shared by the commands that need device features (bench, predict, build);
+the file is read and checked by `annotune.transfer.resolve.user_table`."""
 
 
 def positive_seconds(value: float | None) -> float | None:

@@ -3,8 +3,10 @@
 Zero-shot transfer: a model of the results of FILE on other GPUs (the results database's, and
 `--transfer-from` files) predicts for NAME from its device features; `--write` writes the
 header `tune` would, marked "predicted, not measured" (a measured one only with `--force`).
-Exit codes: 0 success, 2 bad input (unknown device, no other GPU's results, a measured header
-in the way).
+A GPU annotune does not know is described by `--gpus FILE` or `[[gpu]]` entries in the config
+file; without either it is predicted for from what its name tells and the nearest known GPU of
+its vendor and architecture, with a warning. Exit codes: 0 success, 2 bad input (no other GPU's
+results, a malformed GPU table, a measured header in the way).
 """
 
 from __future__ import annotations
@@ -25,9 +27,10 @@ from annotune.cli.app import (
     stdout,
     user_errors,
 )
-from annotune.cli.params import MAX_SEED, device_name, output_dir
+from annotune.cli.params import MAX_SEED, GpusOption, device_name, output_dir
 from annotune.emit import check_headers_writable
 from annotune.transfer.prior import predict
+from annotune.transfer.resolve import user_table
 
 
 @app.command("predict")
@@ -60,6 +63,7 @@ def predict_command(
     seed: Annotated[int, typer.Option(min=0, max=MAX_SEED, help="Random seed of the model.")] = 0,
     db: DbPath = None,
     config: ConfigPath = None,
+    gpus: GpusOption = None,
     json: JsonFlag = False,
 ) -> None:
     """Predict the best configuration of FILE for a GPU from other GPUs' results alone."""
@@ -67,6 +71,7 @@ def predict_command(
         if write:
             check_headers_writable(file, out_dir)
         problem = read_problem(file, config_path=config)
+        table = user_table(gpus, Path(problem.config_file) if problem.config_file else None)
         report = predict(
             problem,
             device,
@@ -76,9 +81,10 @@ def predict_command(
             write=write,
             force=force,
             out_dir=out_dir,
+            gpus=table,
         )
     for warning in report.prior.warnings:
-        stderr.print(f"annotune: warning: {warning}", highlight=False)
+        stderr.print(f"annotune: warning: {warning}", markup=False, highlight=False)
     if json:
         print_json(report.to_json())
         return

@@ -44,7 +44,14 @@ from annotune.run.program import TIME_UNITS
 from annotune.search import STRATEGY_NAMES
 from annotune.session.compile_only import CompileReport, compile_configurations
 from annotune.session.options import TuneArguments, tune_options
-from annotune.session.tuner import FailureKind, NoCudaDevice, TuneProgress, TuneReport, tune
+from annotune.session.tuner import (
+    FailureKind,
+    NoCudaDevice,
+    TuneProgress,
+    TuneReport,
+    WallBreakdown,
+    tune,
+)
 
 SHOWN_FAILURE_KINDS = 3
 
@@ -449,10 +456,27 @@ def _print_report(report: TuneReport) -> None:
         )
     if report.header is not None:
         stdout.print(f"header        {report.header}", markup=False, highlight=False)
+    if report.wall_breakdown is not None:
+        stdout.print(f"time          {_breakdown(report.wall_breakdown)}", highlight=False)
     for note in report.notes:
         stdout.print(f"note: {note}", markup=False, highlight=False)
     if report.interrupted:
         stdout.print("interrupted: every measurement so far is kept; run again to resume")
+
+
+def _breakdown(wall: WallBreakdown) -> str:
+    """The tune's wall time and its parts, e.g. "62.1 s: compile 1.2 s (41.0 s in the pool),
+    start-up 20.1 s, run 30.2 s, ..."; the GPU's busy share last."""
+    parts = [
+        f"compile {wall.compile:.1f} s ({wall.compiled:.1f} s in the pool)",
+        f"start-up {wall.startup:.1f} s",
+        f"run {wall.run:.1f} s",
+        f"search {wall.search:.1f} s",
+        f"final check {wall.recheck:.1f} s",
+        f"other {wall.other:.1f} s",
+    ]
+    busy = f"; GPU busy {wall.gpu / wall.wall:.0%}" if wall.gpu and wall.wall > 0 else ""
+    return f"{wall.wall:.1f} s: " + ", ".join(parts) + busy
 
 
 def _timed(outcome) -> str:
@@ -495,6 +519,12 @@ def _report_compiles(report: CompileReport, json: bool) -> None:
             highlight=False,
         )
         stdout.print(f"command       {report.command}", markup=False, highlight=False)
+        if report.fallbacks:
+            stdout.print(
+                f"fallbacks     {report.fallbacks} compiled by nvcc: NVRTC could not",
+                markup=False,
+                highlight=False,
+            )
         _print_failures(report.failures)
         for k in report.kernels:
             stdout.print(

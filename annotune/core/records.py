@@ -157,7 +157,9 @@ class KernelResources:
 class BuildResult:
     """One configuration's build: an executable, or `error` saying why not (`transient` when
     the failure was the machine's, not the configuration's: never cached). `program` is the
-    hash of its preprocessed source ("" when unknown): equal hashes, the same program."""
+    hash of its preprocessed source, or of its cubin when NVRTC compiled it ("" when unknown):
+    equal hashes, the same program. `fallback` says why NVRTC did not compile a variant that
+    nvcc then built (NVRTC's first error line; "" when NVRTC was not asked to)."""
 
     params: dict[str, Number]
     executable: Path | None
@@ -167,6 +169,7 @@ class BuildResult:
     resources: dict[str, KernelResources] = field(default_factory=dict)
     transient: bool = False
     program: str = ""
+    fallback: str = ""
 
     @property
     def ok(self) -> bool:

@@ -1,23 +1,35 @@
 """Kernel mode: launch the annotated kernel from each configuration's cubin and time it.
 
 For each configuration the runner evaluates the pragma's launch (grid, block, shared memory,
-argument sizes and values), loads the cubin, copies the inputs, and launches:
+argument sizes and values), loads the cubin, packs the arguments once, and launches:
 
-1. once on fresh inputs: the outputs (`out` and `inout` arrays) are read back and checked;
+1. once on fresh inputs: the outputs (`out` and `inout` arrays) are read back and checked; a
+   configuration whose outputs are wrong is not timed;
 2. `warmup` times, untimed;
 3. between two CUDA events each, until its median is stable (`annotune.run.sampling`); the
-   median is the configuration's time (ms). When the kernel's arrays fit in the L2 cache, a
-   buffer twice the L2's size is cleared before each timed launch (`flush_l2`, on by default
-   then), so no launch is timed on the cache its predecessor warmed.
+   median is the configuration's time (ms). The launches are queued in batches and waited for
+   once per batch (`_batch_size`); the stopping rule is applied to each time in launch order,
+   so the times kept are those one launch at a time would give. When the kernel's arrays fit in
+   the L2 cache, a buffer twice the L2's size is cleared before each timed launch (`flush_l2`,
+   on by default then), so no launch is timed on the cache its predecessor warmed.
 
 Inputs are pseudo-random and depend only on the seed, the argument's position, type and length,
 so every configuration sees the same data: floating-point elements uniform in [0, 1), integers
-in [0, 100), `out` arrays zero. The default configuration is measured first and its outputs are
-the reference: an output further from it than `atol + rtol * |reference|` (integers: any
-difference) makes a configuration `wrong_output`, with the largest error in the reason. A launch
-the device refuses (too many threads, too much shared memory) or a kernel that faults is a
-`runtime_error`; a kernel that runs past `timeout` is a `timeout`. Failures are data: the
-runner returns them as measurements, resets the device when a fault poisoned it, and goes on.
+in [0, 100), `out` arrays zero. They stay on the device from one configuration to the next (per
+argument, until its element count changes): `in` arrays are uploaded once, `inout` arrays once
+to a pristine copy that is copied on the device into the kernel's array before each checked
+launch, and `out` arrays are zeroed there. The first configuration measured shows whether the
+kernel leaves its `in` arrays alone; one that writes them is an error in the pragma. When a
+configuration's outputs are wrong and the kept inputs have changed (an earlier configuration
+wrote out of bounds), it is judged again on fresh copies. A context reset (after a fault) takes
+the kept copies with it; they are uploaded again.
+
+The default configuration is measured first and its outputs are the reference: an output
+further from it than `atol + rtol * |reference|` (integers: any difference) makes a
+configuration `wrong_output`, with the largest error in the reason. A launch the device refuses
+(too many threads, too much shared memory) or a kernel that faults is a `runtime_error`; a
+kernel that runs past `timeout` is a `timeout`. Failures are data: the runner returns them as
+measurements, resets the device when a fault poisoned it, and goes on.
 
 Later timed launches run on whatever earlier launches left in `inout` arrays: they are timed,
 not checked.
@@ -26,17 +38,21 @@ not checked.
 from __future__ import annotations
 
 import contextlib
+import itertools
+import math
 import statistics
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from annotune.annotate.kernel import KernelSpec, Launch, LaunchArg, LaunchError
 from annotune.core.diagnostics import AnnotuneError
 from annotune.core.records import BuildResult, Measurement, Number
+from annotune.core.stats import median_interval, relative_halfwidth
 from annotune.run.backends import BackendError, KernelBackend, KernelTimeout
+from annotune.run.backends.base import Flush
 from annotune.run.conditions import GpuMonitor, summarize
 from annotune.run.program import compile_info as build_info
 from annotune.run.sampling import Sampling
@@ -47,6 +63,9 @@ __all__ = ["KernelReference", "KernelRunner", "compare_outputs"]
 INTEGER_INPUT_LIMIT = 100
 """Integer inputs are drawn from [0, INTEGER_INPUT_LIMIT): small, so that they stay valid as
 sizes or (small) indices and cannot overflow a sum."""
+
+_FIRST_INTERVAL = next(n for n in itertools.count(1) if median_interval([1.0] * n) is not None)
+"""The fewest samples whose median has a 95% interval: below it no time is stable yet."""
 
 
 @dataclass(frozen=True)
@@ -87,11 +106,40 @@ def compare_outputs(
     return ""
 
 
+@dataclass(frozen=True)
+class _Slot:
+    """A pointer argument's device memory, kept from one configuration to the next while its
+    element count stays the same."""
+
+    count: int
+    work: object  # what the kernel gets
+    pristine: object | None  # `inout`: the input, copied into `work` before each checked launch
+
+
+@dataclass(frozen=True)
+class _Run:
+    """What one configuration's launches gave: its outputs, why they are wrong ("" when they
+    are not checked or right) and, when right, the timed launches' times (ms)."""
+
+    outputs: dict[str, np.ndarray]
+    mismatch: str
+    times: Sequence[float]
+
+
+@dataclass
+class _Spent:
+    """Where one measurement's time went, added up as it runs (seconds)."""
+
+    timed: float = 0.0  # wall time inside the timed batches
+    gpu: float = 0.0  # the sum of their event times
+
+
 class KernelRunner:
     """Measures the kernel of one `#pragma annotune kernel`, one configuration at a time.
 
-    `timeout` bounds each wait for the device, in seconds. Inputs are made once per
-    (argument, type, length) and reused for every configuration.
+    `timeout` bounds how long one launch may take, in seconds. Inputs are made once per
+    (argument, type, length) and reused for every configuration; so are their device copies,
+    until `release()` or a context reset.
     """
 
     def __init__(
@@ -121,6 +169,10 @@ class KernelRunner:
         self.flush_l2 = flush_l2
         self.monitor = monitor  # NVML: the GPU's conditions right after the timed launches
         self._inputs: dict[tuple[int, str, int], np.ndarray] = {}
+        self._slots: dict[int, _Slot] = {}  # by argument position
+        self._flush: Flush | None = None
+        self._generation = backend.generation  # of the context the slots live in
+        self._inputs_checked = False  # whether a kernel was seen to leave its `in` arrays alone
 
     def to_json(self) -> dict:
         """What changes a time or a verdict: part of the results database's study key."""
@@ -147,9 +199,27 @@ class KernelRunner:
         keeps those of the default configuration and passes them as `reference` from then on.
         Without a reference, outputs are not checked. A configuration whose fastest launch is
         slower than `stop_above` ms gets only the minimum number of timed launches. Raises
-        AnnotuneError only when a fault leaves the GPU unusable, since no later configuration
-        could be measured either.
+        AnnotuneError when a fault leaves the GPU unusable, since no later configuration could
+        be measured either, and when the kernel writes an array the pragma declares `in`.
+
+        `compile_info["run_seconds"]` says where the call's time went: `wall` (all of it),
+        `setup` (all but the timed launches) and `gpu` (the timed launches' event times).
         """
+        started = time.perf_counter()
+        spent = _Spent()
+        measurement, outputs = self._measure(build, reference, stop_above, spent)
+        wall = time.perf_counter() - started
+        seconds = {"wall": wall, "setup": wall - spent.timed, "gpu": spent.gpu}
+        info = {**measurement.compile_info, "run_seconds": seconds}
+        return replace(measurement, compile_info=info), outputs
+
+    def _measure(
+        self,
+        build: BuildResult,
+        reference: KernelReference | None,
+        stop_above: float | None,
+        spent: _Spent,
+    ) -> tuple[Measurement, KernelReference | None]:
         params = build.params
         info = build_info(build)
         if build.executable is None:
@@ -167,21 +237,35 @@ class KernelRunner:
         flush = self._flush_bytes(launch)
         info["l2_flush"] = flush > 0
         try:
-            outputs, times = self._run(image, launch, flush, stop_above)
+            run = self._run(image, launch, flush, reference, stop_above, spent)
+            if run.mismatch and self._changed_input(launch, ("in", "inout")) is not None:
+                # An earlier configuration wrote out of bounds into the inputs kept on the
+                # device: judge this one again on fresh copies.
+                self.release()
+                run = self._run(image, launch, flush, reference, stop_above, spent)
         except BackendError as error:
             self._recover(error)
             status = "timeout" if isinstance(error, KernelTimeout) else "runtime_error"
             return Measurement(params, status, error=str(error)[:500], compile_info=info), None
-        if reference is not None:
-            mismatch = compare_outputs(outputs, reference, rtol=self.rtol, atol=self.atol)
-            if mismatch:
-                return Measurement(params, "wrong_output", error=mismatch, compile_info=info), None
+        if run.mismatch:
+            return Measurement(params, "wrong_output", error=run.mismatch, compile_info=info), None
         if self.monitor is not None:
             info["gpu"] = summarize([self.monitor.sample()])
+        times = run.times
         measurement = Measurement(
             params, "ok", time=statistics.median(times), times=tuple(times), compile_info=info
         )
-        return measurement, KernelReference(dict(params), outputs)
+        return measurement, KernelReference(dict(params), run.outputs)
+
+    def release(self) -> None:
+        """Free the device memory kept across configurations; the next measurement uploads
+        the inputs again."""
+        held = [b for slot in self._slots.values() for b in (slot.work, slot.pristine)]
+        if self._flush is not None:
+            held.append(self._flush[0])
+        self._slots.clear()
+        self._flush = None
+        _free(self.backend, held)
 
     def _recover(self, error: BackendError) -> None:
         try:
@@ -201,53 +285,63 @@ class KernelRunner:
         return 2 * l2 if wanted and l2 > 0 else 0
 
     def _run(
-        self, image: bytes, launch: Launch, flush: int, stop_above: float | None
-    ) -> tuple[dict[str, np.ndarray], list[float]]:
+        self,
+        image: bytes,
+        launch: Launch,
+        flush: int,
+        reference: KernelReference | None,
+        stop_above: float | None,
+        spent: _Spent,
+    ) -> _Run:
         backend = self.backend
+        if backend.generation != self._generation:  # a reset took every handle with it
+            self._slots.clear()
+            self._flush = None
+            self._generation = backend.generation
         kernel = backend.load(image, self.spec.mangled_name)
-        buffers: list[tuple[LaunchArg, object]] = []
-        scratch: list[object] = []
         try:
             args: list[object] = []
             for index, arg in enumerate(launch.args):
                 if not arg.is_pointer:
                     args.append(_scalar(arg))
                     continue
-                buffer = backend.allocate(max(arg.nbytes, 1))
-                buffers.append((arg, buffer))
-                if arg.count:
-                    backend.upload(buffer, self.input_array(index, arg))
-                args.append(buffer)
-            shape = (launch.grid, launch.block, launch.shared, args)
-            backend.launch(kernel, *shape)
+                slot = self._slot(index, arg)
+                if arg.count and arg.kind == "inout":
+                    backend.copy(slot.work, slot.pristine, arg.nbytes)
+                elif arg.count and arg.kind == "out":
+                    backend.fill(slot.work, arg.nbytes)
+                args.append(slot.work)
+            prepared = backend.prepare(kernel, launch.grid, launch.block, launch.shared, args)
+            backend.launch(prepared)
             backend.synchronize(self.timeout)
             outputs = {}
-            for arg, buffer in buffers:
+            for index, arg in enumerate(launch.args):
                 if arg.kind in ("out", "inout"):
                     host = np.empty(arg.count, arg.dtype)
                     if arg.count:
-                        backend.download(buffer, host)
+                        backend.download(self._slots[index].work, host)
                     host.flags.writeable = False
                     outputs[arg.name] = host
+            if not self._inputs_checked:
+                self._check_inputs_kept(launch)
+            if reference is not None:
+                mismatch = compare_outputs(outputs, reference, rtol=self.rtol, atol=self.atol)
+                if mismatch:
+                    return _Run(outputs, mismatch, ())
             for _ in range(self.warmup):
-                backend.launch(kernel, *shape)
+                backend.launch(prepared)
             backend.synchronize(self.timeout)
-            if flush:
-                scratch.append(backend.allocate(flush))
-            times: list[float] = []
-            started = time.perf_counter()
-            while True:
-                if flush:
-                    backend.fill(scratch[0], flush)
-                times.append(backend.timed_launch(kernel, *shape, timeout=self.timeout))
-                if self.sampling.enough(times, time.perf_counter() - started, stop_above):
-                    return outputs, times
+            if flush and self._flush is None:
+                self._flush = (backend.allocate(flush), flush)
+            times = self._time(prepared, self._flush if flush else None, stop_above, spent)
+            return _Run(outputs, "", times)
         finally:
-            _release(backend, kernel, [buffer for _, buffer in buffers] + scratch)
+            with contextlib.suppress(BackendError):  # after a fault: the reset frees it
+                backend.unload(kernel)
 
     def input_array(self, index: int, arg: LaunchArg) -> np.ndarray:
-        """What is uploaded for the pointer argument at `index`: zeros for `out`, else the
-        seeded input (read-only, the same for every configuration)."""
+        """The host's copy of the pointer argument at `index`: zeros for `out` (what the device
+        sets it to), else the seeded input (read-only, the same for every configuration)."""
         if arg.kind == "out":
             return np.zeros(arg.count, arg.dtype)
         key = (index, arg.dtype, arg.count)
@@ -264,6 +358,80 @@ class KernelRunner:
             self._inputs[key] = data
         return self._inputs[key]
 
+    def _slot(self, index: int, arg: LaunchArg) -> _Slot:
+        """The device memory of the pointer argument at `index`, its input uploaded: kept from
+        an earlier configuration when the element count is the same, else made anew (and the
+        old freed, so memory does not grow with the sizes a space tries)."""
+        slot = self._slots.get(index)
+        if slot is not None and slot.count == arg.count:
+            return slot
+        if slot is not None:
+            del self._slots[index]
+            _free(self.backend, [slot.work, slot.pristine])
+        taken: list[object] = []
+        try:
+            taken.append(self.backend.allocate(max(arg.nbytes, 1)))
+            if arg.kind == "inout":
+                taken.append(self.backend.allocate(max(arg.nbytes, 1)))
+            if arg.kind != "out" and arg.count:
+                self.backend.upload(taken[-1], self.input_array(index, arg))
+        except BackendError:
+            _free(self.backend, taken)
+            raise
+        slot = _Slot(arg.count, taken[0], taken[1] if arg.kind == "inout" else None)
+        self._slots[index] = slot
+        return slot
+
+    def _changed_input(self, launch: Launch, kinds: tuple[str, ...]) -> int | None:
+        """The position of the first argument of `kinds` whose input on the device (for
+        `inout`, the pristine copy) is no longer the host's, or None."""
+        for index, arg in enumerate(launch.args):
+            if arg.kind not in kinds or not arg.count:
+                continue
+            slot = self._slots[index]
+            kept = np.empty(arg.count, arg.dtype)
+            self.backend.download(slot.pristine if arg.kind == "inout" else slot.work, kept)
+            if kept.tobytes() != self.input_array(index, arg).tobytes():
+                return index
+        return None
+
+    def _check_inputs_kept(self, launch: Launch) -> None:
+        """Once, after the first checked launch: the `in` arrays stay on the device for every
+        later configuration, so a kernel that writes one would change all their inputs."""
+        index = self._changed_input(launch, ("in",))
+        if index is None:
+            self._inputs_checked = True
+            return
+        self.release()
+        name = launch.args[index].name
+        raise AnnotuneError(
+            f"kernel '{self.spec.name}' writes '{name}', which the pragma declares in(...): "
+            f"every configuration would then start from what the last one left; declare it "
+            f"inout(...)",
+            self.spec.args[index].location,
+        )
+
+    def _time(
+        self, prepared: object, flush: Flush | None, stop_above: float | None, spent: _Spent
+    ) -> list[float]:
+        """Timed launches in batches until `Sampling.enough`, applied to each time in launch
+        order, so the times kept are those that one launch at a time would have given."""
+        times: list[float] = []
+        seconds = 0.0
+        while True:
+            count = _batch_size(self.sampling, times, seconds)
+            began = time.perf_counter()
+            wait = self.timeout * count  # each launch may take `timeout`, as the checked one
+            batch = self.backend.timed_launches(prepared, count, flush, timeout=wait)
+            took = time.perf_counter() - began
+            spent.timed += took
+            spent.gpu += sum(batch) / 1e3
+            for done, elapsed in enumerate(batch, 1):
+                times.append(elapsed)
+                if self.sampling.enough(times, seconds + took * done / len(batch), stop_above):
+                    return times
+            seconds += took
+
 
 def _scalar(arg: LaunchArg) -> np.generic:
     """The value as the parameter's C type, converted as C would (truncation, wrap-around)."""
@@ -271,9 +439,29 @@ def _scalar(arg: LaunchArg) -> np.generic:
         return np.array(arg.value).astype(arg.dtype)[()]
 
 
-def _release(backend: KernelBackend, kernel: object, buffers: Sequence[object]) -> None:
-    """Free what one measurement took; after a fault these calls may fail, which changes nothing:
-    the runner resets the context next."""
-    for release, handle in [*((backend.free, b) for b in buffers), (backend.unload, kernel)]:
-        with contextlib.suppress(BackendError):
-            release(handle)
+def _free(backend: KernelBackend, buffers: Sequence[object | None]) -> None:
+    """Free buffers no longer used; after a fault these calls may fail, which changes nothing:
+    the context reset frees them."""
+    for buffer in buffers:
+        if buffer is not None:
+            with contextlib.suppress(BackendError):
+                backend.free(buffer)
+
+
+def _batch_size(sampling: Sampling, times: Sequence[float], seconds: float) -> int:
+    """How many timed launches to queue next: `min_runs` first; then about what the median
+    interval, narrowing as 1/sqrt(n), says is still needed, at most as many as so far (the
+    rule may stop sooner than guessed), never past `max_runs` or, at the pace so far,
+    `max_seconds`."""
+    n = len(times)
+    if n < sampling.min_runs:
+        return sampling.min_runs - n
+    cap = min(sampling.max_runs - n, n)
+    if seconds > 0:
+        cap = min(cap, max(1, int((sampling.max_seconds - seconds) / (seconds / n))))
+    if n < _FIRST_INTERVAL:
+        wanted = _FIRST_INTERVAL - n
+    else:
+        width = relative_halfwidth(times)
+        wanted = math.ceil(n * (width / sampling.within) ** 2) - n if width < math.inf else cap
+    return max(1, min(cap, wanted))

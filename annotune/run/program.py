@@ -27,7 +27,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from annotune.core.records import TRANSIENT_ERRNOS, BuildResult, Measurement, Number
@@ -188,7 +188,30 @@ class ProgramRunner:
     ) -> Measurement:
         """Run `build` (warm-up, then timed runs until `RunSpec.sampling` has enough) into one
         Measurement; failures are statuses. A configuration whose fastest run is slower than
-        `stop_above` ms gets only the minimum number of runs."""
+        `stop_above` ms gets only the minimum number of runs.
+
+        `compile_info["run_seconds"]` says where the call's time went: `wall` (all of it), `gpu`
+        (the timed runs' reported times, summed) and `setup` (the rest: process start-up and
+        whatever each run did outside its timed region, warm-up runs whole; never below 0,
+        should a program report more than it took).
+        """
+        started = time.perf_counter()
+        times: list[float] = []
+        measurement = self._measure(build, reference_check, stop_above, times)
+        wall = time.perf_counter() - started
+        gpu = sum(times) / 1e3
+        seconds = {"wall": wall, "setup": max(0.0, wall - gpu), "gpu": gpu}
+        info = {**measurement.compile_info, "run_seconds": seconds}
+        return replace(measurement, compile_info=info)
+
+    def _measure(
+        self,
+        build: BuildResult,
+        reference_check: float | None,
+        stop_above: float | None,
+        times: list[float],
+    ) -> Measurement:
+        """`measure`, adding each timed run's time to `times` as it comes."""
         info = compile_info(build)
         if build.executable is None:
             return Measurement(
@@ -200,7 +223,6 @@ class ProgramRunner:
             )
         info = dict(info)
         sampling = self.spec.sampling
-        times: list[float] = []
         conditions = []
         check = None
         timed_seconds = 0.0

@@ -88,21 +88,21 @@ def run_search(
     *,
     budget: Budget,
     rng: np.random.Generator,
-    batch_size: int = 1_000_000,
+    batch_size: int | Callable[[], int] = 1_000_000,
     on_batch: BatchCallback | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> SearchOutcome:
     """Drive `strategy` against `measure` until the budget is spent or the strategy is done.
 
     The only place a budget is enforced. `batch_size` caps how many configurations are asked
-    for at once (a runner's parallelism); the strategy may return fewer. Invalid results are
-    never `best`.
+    for at once (a runner's parallelism), or is asked before each batch for that cap; the
+    strategy may return fewer. Invalid results are never `best`.
     """
     outcome = SearchOutcome()
     strategy.start(candidates, rng)
     started = clock()
     while True:
-        allowed = batch_size
+        allowed = batch_size() if callable(batch_size) else batch_size
         if budget.evaluations is not None:
             allowed = min(allowed, budget.evaluations - len(outcome.results))
         if allowed <= 0:

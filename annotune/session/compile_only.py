@@ -13,8 +13,10 @@ holds measurements on a device, and here there is neither.
 
 The architecture: `arch` ("sm_90"), else the compute capability of `--device`'s entry in the GPU
 table, else nvcc's default. Kernel mode compiles cubins as a tune does (for an architecture
-named here, the very command a tune on such a GPU runs); program mode adds `-arch=sm_XY` to the
-program's nvcc command.
+named here, the very compiles a tune on such a GPU runs): with NVRTC, nvcc compiling what NVRTC
+cannot (each such fallback counted), or with the user's compile command; NVRTC needs an
+architecture, so with none named it is given the oldest it knows (`NVRTC_DEFAULT_ARCH`).
+Program mode adds `-arch=sm_XY` to the program's nvcc command.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from annotune.annotate import Problem, problem_space
-from annotune.builder import Builder, CompilerCommand, cubin_compiler, default_compiler
+from annotune.builder import Builder, CompilerCommand, default_compiler
 from annotune.builder.compiler import sm, with_arch
 from annotune.core.diagnostics import AnnotuneError
 from annotune.core.records import BuildResult, Candidates, KernelResources
@@ -37,6 +39,9 @@ from annotune.session.tuner import FailureKind, TuneOptions, failure_kind, kerne
 from annotune.transfer.features import lookup
 
 _ARCH = re.compile(r"sm_(\d+)(\d)")
+
+NVRTC_DEFAULT_ARCH = (7, 5)
+"""The architecture kernel mode compiles for when none is named: the oldest NVRTC 13 knows."""
 
 
 @dataclass(frozen=True)
@@ -82,7 +87,7 @@ class CompileReport:
     """What `compile_only` found; `transient` compiles (the machine's failure, retried once)
     are neither compiled nor failed: they say nothing about their configuration."""
 
-    command: str  # the compiler's identity: the command and its version
+    command: str  # the compiler's identity: the command (or NVRTC) and its version
     arch: str | None  # "sm_90"; None: nvcc's default (or not a CUDA compile)
     space_size: int | None  # legal configurations; None when too many to count
     compiled: int
@@ -90,6 +95,7 @@ class CompileReport:
     transient: int
     cached: int  # compiled or failed before: served from the compile cache
     seconds: float  # wall time
+    fallbacks: int = 0  # variants NVRTC could not compile, compiled (or failed) by nvcc
     failures: tuple[FailureKind, ...] = ()  # the most common first
     kernels: tuple[KernelRange, ...] = ()
     warnings: tuple[str, ...] = ()  # e.g. that the compile cache is not beside the source
@@ -100,6 +106,7 @@ class CompileReport:
             "failed": self.failed,
             "transient": self.transient,
             "cached": self.cached,
+            "fallbacks": self.fallbacks,
             "seconds": self.seconds,
             "command": self.command,
             "arch": self.arch,
@@ -126,26 +133,31 @@ def compile_configurations(
     cuda = problem.language == "cuda" or kernel_mode(problem, options.mode)
     capability = _compute_capability(arch, options.device if cuda else None)
     place = workspace(problem.source)
-    builder = Builder(
-        problem,
-        compiler=_compiler(problem, options, capability),
-        cache_dir=options.cache_dir or place.cache_dir,
-        jobs=options.jobs,
-        timeout=options.compile_timeout,
-    )
+    nvrtc = kernel_mode(problem, options.mode) and options.compiler is None
+    if nvrtc and capability is None:
+        capability = NVRTC_DEFAULT_ARCH
     default = space.to_dicts(space.default_row()[None, :])[0]
     strategy = create("random")
     strategy.start(Candidates(space.decode(legal), space.names), rng)
     count = len(legal) if options.budget is None else options.budget
     picks = space.to_dicts(legal[strategy.ask(count)])
     configs = [default, *(c for c in picks if c != default)][:count]
-    builds = builder.build(configs)
-    retry = [i for i, b in enumerate(builds) if b.transient]
-    for i, build in zip(retry, builder.build([builds[i].params for i in retry]), strict=True):
-        builds[i] = build
+    with Builder(
+        problem,
+        compiler=None if nvrtc else _compiler(problem, options, capability),
+        cache_dir=options.cache_dir or place.cache_dir,
+        jobs=options.jobs,
+        timeout=options.compile_timeout,
+        nvrtc_arch=capability if nvrtc else None,
+    ) as builder:
+        builds = builder.build(configs)
+        retry = [i for i, b in enumerate(builds) if b.transient]
+        for i, build in zip(retry, builder.build([builds[i].params for i in retry]), strict=True):
+            builds[i] = build
     report = _report(builds, builder, capability, legal_count, time.monotonic() - started)
     moved = place.warning if options.cache_dir is None else ""
-    return replace(report, warnings=(moved,) * bool(moved))
+    warnings = tuple(w for w in (builder.nvrtc_unavailable, moved) if w)
+    return replace(report, warnings=warnings)
 
 
 def _compute_capability(arch: str | None, device: str | None) -> tuple[int, int] | None:
@@ -171,9 +183,7 @@ def _compute_capability(arch: str | None, device: str | None) -> tuple[int, int]
 def _compiler(
     problem: Problem, options: TuneOptions, capability: tuple[int, int] | None
 ) -> CompilerCommand | None:
-    """The tune's compile command for this mode, for `capability` when one is named."""
-    if kernel_mode(problem, options.mode) and options.compiler is None:
-        return cubin_compiler(capability)
+    """The user's compile command, or the default one, for `capability` when one is named."""
     if capability is None:
         return options.compiler
     command = options.compiler or default_compiler(problem.language)
@@ -210,6 +220,7 @@ def _report(
         transient=sum(b.transient for b in builds),
         cached=sum(b.cached for b in builds),
         seconds=seconds,
+        fallbacks=sum(bool(b.fallback) for b in builds),
         failures=tuple(sorted(failures.values(), key=lambda f: -f.count)),
         kernels=tuple(KernelRange.of(k, r) for k, r in sorted(resources.items())),
     )

@@ -31,8 +31,8 @@ import hashlib
 import re
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, closing, contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -41,7 +41,7 @@ import numpy as np
 from annotune import __version__
 from annotune.annotate import Problem, problem_space
 from annotune.annotate.kernel import KernelSpec, LaunchError
-from annotune.builder import Builder, CompilerCommand, cubin_compiler
+from annotune.builder import Builder, CompilerCommand
 from annotune.core.diagnostics import AnnotuneError, Location
 from annotune.core.records import BuildResult, Candidates, Measurement, Number, Result
 from annotune.emit import render_header, tuned_header_path, write_if_changed
@@ -122,6 +122,12 @@ the minimum number of timed runs: it is no contender, and its time need not be p
 RECHECK_SAMPLES = 5
 """Kernel mode: timed launches per round of the final check (a launch is microseconds)."""
 
+PIPELINE_BATCH = 20
+"""Once a configuration has run correctly, at least this many are asked of the strategy at once
+(IterML's first batch): they are compiled in parallel and measured in the order their compiles
+finish, so the GPU is measuring one while the pool compiles the next. It is also the batch the
+strategies were judged with on the recorded data, where nothing capped it."""
+
 CLAIM_POLL_S = 0.1
 """How often a tune waiting for another tune's measurement looks for it in the database."""
 
@@ -189,6 +195,65 @@ class Drift:
 
 
 @dataclass(frozen=True)
+class WallBreakdown:
+    """Where a tune's wall time went, in seconds. `compile` is only the time spent waiting for
+    a compile with nothing to measure (compiles overlap runs); `compiled` is the compile time
+    summed over the pool's workers, which may exceed it. `startup` is the measurements' set-up
+    (program mode: process start-up and whatever runs outside the timed region; kernel mode:
+    loading the module, the checked launch, warm-up), `run` the rest of the measurements, `gpu`
+    the device's busy time in timed runs (program mode: the timed regions)."""
+
+    wall: float
+    compile: float
+    startup: float
+    run: float
+    search: float
+    recheck: float
+    other: float
+    compiled: float
+    gpu: float
+
+    def to_json(self) -> dict:
+        return {k: round(v, 3) for k, v in asdict(self).items()}
+
+
+class _Stopwatch:
+    """Seconds spent in each part of a tune, summed over the tune."""
+
+    def __init__(self) -> None:
+        self.started = time.perf_counter()
+        self.parts: Counter[str] = Counter()
+
+    @contextmanager
+    def part(self, name: str) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.parts[name] += time.perf_counter() - started
+
+    def add(self, name: str, seconds: float) -> None:
+        self.parts[name] += seconds
+
+    def breakdown(self) -> WallBreakdown:
+        parts = self.parts
+        wall = time.perf_counter() - self.started
+        measure = parts["measure"]
+        accounted = parts["compile"] + measure + parts["search"] + parts["recheck"]
+        return WallBreakdown(
+            wall=wall,
+            compile=parts["compile"],
+            startup=min(parts["startup"], measure),
+            run=max(0.0, measure - parts["startup"]),
+            search=parts["search"],
+            recheck=parts["recheck"],
+            other=max(0.0, wall - accounted),
+            compiled=parts["compiled"],
+            gpu=parts["gpu"],
+        )
+
+
+@dataclass(frozen=True)
 class TuneReport:
     device: str
     evaluations: int
@@ -214,6 +279,7 @@ class TuneReport:
     notes: tuple[str, ...] = ()  # what the user should know about these numbers
     run_dir: Path | None = None  # where the program ran (program mode)
     same_program: int = 0  # configurations served by a measurement of the same program
+    wall_breakdown: WallBreakdown | None = None
 
     def to_json(self) -> dict:
         verdict = self.recheck
@@ -245,6 +311,7 @@ class TuneReport:
             "warnings": list(self.warnings),
             "failures": [f.to_json() for f in self.failures],
             "gave_up": self.gave_up,
+            "wall_breakdown": self.wall_breakdown.to_json() if self.wall_breakdown else None,
         }
 
 
@@ -311,14 +378,18 @@ def tune(
         _require_db_directory(options.db_path)
     db_path = options.db_path or place.db_path
     moved = place.warning if options.db_path is None or options.cache_dir is None else ""
+    stopwatch = _Stopwatch()
     with ExitStack() as resources:
-        measurer, compiler = _measurer(problem, options, resources)
-        builder = Builder(
-            problem,
-            compiler=compiler,
-            cache_dir=options.cache_dir or place.cache_dir,
-            jobs=options.jobs,
-            timeout=options.compile_timeout,
+        measurer, compiler, nvrtc_arch = _measurer(problem, options, resources)
+        builder = resources.enter_context(
+            Builder(
+                problem,
+                compiler=compiler,
+                cache_dir=options.cache_dir or place.cache_dir,
+                jobs=options.jobs,
+                timeout=options.compile_timeout,
+                nvrtc_arch=nvrtc_arch,
+            )
         )
         db = resources.enter_context(Database(db_path))
         key = StudyKey.for_problem(
@@ -346,13 +417,18 @@ def tune(
         session = _Session(
             problem, space, legal, db, study, builder, measurer, baseline, options, on_progress
         )
+        session.stopwatch = stopwatch
+        compiler_warnings = (builder.nvrtc_unavailable,) if builder.nvrtc_unavailable else ()
         session.progress = TuneProgress(
             device,
             legal_count,
             options.budget,
             strategy.name,
             transfer_from=prior.sources,
-            warnings=(moved,) * bool(moved) + prior.warnings + measurer.warnings,
+            warnings=(moved,) * bool(moved)
+            + prior.warnings
+            + measurer.warnings
+            + compiler_warnings,
         )
         interrupted = False
         try:
@@ -362,12 +438,12 @@ def tune(
             known += session.measure([*_rows(space, legal, [m.params for m in retry])])
             left = None if options.budget is None else options.budget - session.progress.evaluations
             run_search(
-                _KnownFirst(strategy, known),
+                _KnownFirst(strategy, known, stopwatch),
                 candidates,
                 session.measure,
                 budget=Budget(max(0, left) if left is not None else None, options.seconds),
                 rng=rng,
-                batch_size=max(1, builder.jobs),
+                batch_size=session.batch_size,
                 on_batch=session.after_batch,
             )
         except KeyboardInterrupt:
@@ -432,7 +508,9 @@ def _rows(space: Space, legal: np.ndarray, configs: Sequence[Mapping[str, Number
 
 
 def _measurer(problem: Problem, options: TuneOptions, resources: ExitStack):
-    """The runner for this problem and the compiler it needs (kernel mode builds cubins)."""
+    """The runner for this problem, the compile command it needs, and in kernel mode the
+    architecture the builder compiles cubins for (with NVRTC, unless the user named a compile
+    command)."""
     kernel = kernel_mode(problem, options.mode)
     monitor, why_not = None, ""
     if kernel or problem.language == "cuda":
@@ -447,9 +525,8 @@ def _measurer(problem: Problem, options: TuneOptions, resources: ExitStack):
         spec = replace(options.run, cwd=options.run.cwd or Path.cwd())
         runner = ProgramRunner(spec, monitor)
         once = ProgramRunner(replace(spec, repeats=1, max_repeats=1), monitor)
-        return _ProgramMeasurer(runner, once, check=options.check, warnings=warnings), (
-            options.compiler
-        )
+        measurer = _ProgramMeasurer(runner, once, check=options.check, warnings=warnings)
+        return measurer, options.compiler, None
     spec = _kernel_spec(problem, options.kernel)
     backend = resources.enter_context(select_backend(options.backend))
 
@@ -470,8 +547,7 @@ def _measurer(problem: Problem, options: TuneOptions, resources: ExitStack):
     measurer = _KernelMeasurer(
         runner(options.run.sampling), runner(fixed), check=options.check, warnings=warnings
     )
-    compiler = options.compiler or cubin_compiler(backend.compute_capability())
-    return measurer, compiler
+    return measurer, options.compiler, backend.compute_capability()
 
 
 def _kernel_spec(problem: Problem, name: str | None) -> KernelSpec:
@@ -580,25 +656,29 @@ class _KnownFirst(Strategy):
     cost no budget and are never measured twice.
     """
 
-    def __init__(self, inner: Strategy, known: Sequence[Result]):
+    def __init__(self, inner: Strategy, known: Sequence[Result], stopwatch: _Stopwatch):
         self.inner = inner
         self.known = {result.index: result for result in known}
         self.name = inner.name
+        self.stopwatch = stopwatch  # the strategy's time is the tune's "search" time
 
     def start(self, candidates: Candidates, rng: np.random.Generator) -> None:
-        self.inner.start(candidates, rng)
-        if self.known:
-            self.inner.tell(list(self.known.values()))
+        with self.stopwatch.part("search"):
+            self.inner.start(candidates, rng)
+            if self.known:
+                self.inner.tell(list(self.known.values()))
 
     def ask(self, max_count: int) -> list[int]:
-        while True:
-            asked = self.inner.ask(max_count)
-            fresh = [i for i in asked if i not in self.known]
-            if fresh or not asked:
-                return fresh
+        with self.stopwatch.part("search"):
+            while True:
+                asked = self.inner.ask(max_count)
+                fresh = [i for i in asked if i not in self.known]
+                if fresh or not asked:
+                    return fresh
 
     def tell(self, results: Sequence[Result]) -> None:
-        self.inner.tell(results)
+        with self.stopwatch.part("search"):
+            self.inner.tell(results)
 
     def progress(self) -> dict[str, float]:
         return self.inner.progress()
@@ -648,7 +728,16 @@ class _Session:
         self.owner = Owner.here()
         self.lifetime = _claim_lifetime(options)
         self.by_others = 0  # configurations another tune of this study measured meanwhile
+        self.fallbacks: list[str] = []  # why NVRTC did not compile each variant nvcc compiled
+        self.stopwatch = _Stopwatch()
         self.progress: TuneProgress
+
+    def batch_size(self) -> int:
+        """How many configurations to ask for next: as many as compile at once until one has
+        run correctly (a program that fails every time is given up after `GIVE_UP_AFTER`),
+        then `PIPELINE_BATCH`, so that compiles run ahead of the runs."""
+        jobs = max(1, self.builder.jobs)
+        return jobs if self.progress.best_time is None else max(PIPELINE_BATCH, jobs)
 
     def _report(self) -> None:
         if self.on_progress is not None:
@@ -729,17 +818,47 @@ class _Session:
             self.programs.setdefault(program, measurement)
 
     def _measure_claimed(self, configs: list[dict[str, Number]]) -> list[Measurement]:
-        """Build the configurations this tune claimed, in parallel, and measure them in order.
+        """Build the configurations this tune claimed, in parallel, and measure each as soon
+        as its compile is done (completion order), so that compiles run ahead of the runs.
         Each claim ends with its recorded measurement, or is released: at once after a
         transient failure, and for the rest when anything (Ctrl-C) stops the batch."""
-        done: list[Measurement] = []
+        done: dict[int, Measurement] = {}
         try:
-            for build in self.builder.build(configs):
-                done.append(self._measure_built(build))
+            with closing(self.builder.build_iter(configs)) as builds:
+                while True:
+                    with self.stopwatch.part("compile"):
+                        landed = next(builds, None)
+                    if landed is None:
+                        break
+                    index, build = landed
+                    done[index] = self._measure_built(self._built(build))
         finally:
-            for params in configs[len(done) :]:
-                self.db.release(self.study, params, self.owner)
-        return done
+            for index, params in enumerate(configs):
+                if index not in done:
+                    self.db.release(self.study, params, self.owner)
+        return [done[i] for i in range(len(configs))]
+
+    def _built(self, build: BuildResult) -> BuildResult:
+        """Note what a build says of the compile: its pool time, and an NVRTC fallback."""
+        if not build.cached:
+            self.stopwatch.add("compiled", build.seconds)
+            if build.fallback:
+                self.fallbacks.append(build.fallback)
+        return build
+
+    def _build(self, params: Mapping[str, Number]) -> BuildResult:
+        """One configuration's build outside a batch (a retry, the drift check's baseline)."""
+        with self.stopwatch.part("compile"):
+            return self._built(self.builder.build([dict(params)])[0])
+
+    def _timed_measure(self, measure: Callable[[], Measurement]) -> Measurement:
+        """A runner's measurement, its wall time and set-up counted in the tune's breakdown."""
+        with self.stopwatch.part("measure"):
+            measurement = measure()
+        spent = measurement.compile_info.get("run_seconds", {})
+        self.stopwatch.add("startup", spent.get("setup", 0.0))
+        self.stopwatch.add("gpu", spent.get("gpu", 0.0))
+        return measurement
 
     def _measure_built(self, build: BuildResult) -> Measurement:
         """Measure one build, or serve it another configuration's measurement of the same
@@ -783,11 +902,12 @@ class _Session:
         was what failed) before it is given up for this run, unstored."""
         best = self.progress.best_time
         stop_above = None if best is None else CLEARLY_SLOWER * best
-        measurement = self.measurer.measure(build, stop_above)
+        measurement = self._timed_measure(lambda: self.measurer.measure(build, stop_above))
         if measurement.transient:
             if build.transient:
-                build = self.builder.build([build.params])[0]
-            measurement = self.measurer.measure(build, stop_above)
+                build = self._build(build.params)
+            again = build
+            measurement = self._timed_measure(lambda: self.measurer.measure(again, stop_above))
         if measurement.status == "ok":
             self.timing.add(measurement.compile_info.get("timing", "events"))
             self.throttled.update(measurement.compile_info.get("gpu", {}).get("throttled", ()))
@@ -803,7 +923,8 @@ class _Session:
         if self.since_drift < every:
             return
         self.since_drift = 0
-        again = self.measurer.measure(self.builder.build([self.baseline_params])[0])
+        build = self._build(self.baseline_params)
+        again = self._timed_measure(lambda: self.measurer.measure(build))
         if again.status == "ok":
             self.drift.append(again.time)
 
@@ -892,7 +1013,8 @@ class _Session:
         checkable = search_best is not None and self.baseline is not None and options.recheck
         if checkable and not interrupted:
             try:
-                verdict = self._recheck()
+                with self.stopwatch.part("recheck"):
+                    verdict = self._recheck()
             except KeyboardInterrupt:
                 interrupted = True
         winner = verdict.winner if verdict is not None else p.best_params
@@ -947,6 +1069,7 @@ class _Session:
             timing="+".join(sorted(self.timing)),
             notes=self._notes(verdict, drift, interrupted),
             run_dir=self.measurer.run_dir,
+            wall_breakdown=self.stopwatch.breakdown(),
         )
 
     def _drift(self) -> Drift | None:
@@ -1008,6 +1131,11 @@ class _Session:
             notes.append(
                 f"{self.builder.compiler.argv[0]} cannot be run to preprocess only (-E -dM): "
                 "the tuned values were not checked to reach the compiler"
+            )
+        if self.fallbacks:
+            notes.append(
+                f"{len(self.fallbacks)} variants were compiled by nvcc because NVRTC could not "
+                f"compile them (first: {self.fallbacks[0]})"
             )
         if self.by_others:
             notes.append(

@@ -8,7 +8,8 @@ The features must therefore mean the same on every GPU and come from where the p
 "static" features). Both sources are here: `lookup` reads the table of published
 specifications in `annotune/transfer/gpus.toml` (source "table"), and `read_from_device` asks the
 live GPU (source "device"). `features_for(name)` picks the live GPU when `name` is this
-machine's GPU, else the table. Every value follows the conventions written at the top of
+machine's GPU, else the table; `annotune.transfer.resolve` adds the user's table and the
+fallback for a GPU known nowhere. Every value follows the conventions written at the top of
 gpus.toml, so a table entry and a live reading of the same GPU agree.
 
 Where we deviate from the paper's 13 features (Table 1), and why:
@@ -69,8 +70,10 @@ FEATURE_NAMES: tuple[str, ...] = (
 )
 """The numeric features, in the order of `DeviceFeatures.vector()`; units in gpus.toml."""
 
-SOURCES = ("table", "device")
-"""Where features come from: published specifications, or the GPU itself."""
+SOURCES = ("table", "device", "user", "stand-in")
+"""Where features come from: published specifications, the GPU itself, the user's own table
+(`--gpus`, `[[gpu]]` in annotune.toml), or another GPU standing in for an unknown one
+(`annotune.transfer.resolve`)."""
 
 
 @dataclass(frozen=True)

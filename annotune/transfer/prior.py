@@ -2,9 +2,11 @@
 zero-shot prediction for a GPU with none.
 
 Sources are the results database's studies of the same source content and space on other
-devices, and result files the user names (T4 or Kernel Tuner caches). Each source needs device
-features (from its study or file, else the table); CV-DFS (`annotune.transfer.adapt`) then
-chooses which of them the model uses. `tune` hands the result to the `transfer` strategy;
+devices, and result files the user names (T4 or Kernel Tuner caches). Each GPU's device
+features come from its study or file, else the user's or the shipped table, else
+`resolve.resolve`'s fallback (the nearest known GPU of its vendor and architecture, or only the
+features every GPU has), which a warning says; CV-DFS (`annotune.transfer.adapt`) then chooses
+which of them the model uses. `tune` hands the result to the `transfer` strategy;
 `predict` ranks the space with it (`adapt.zero_shot`) and measures nothing.
 """
 
@@ -27,13 +29,14 @@ from annotune.results.replay import load_replay
 from annotune.results.studies import studies_elsewhere
 from annotune.search.multitask import encode_space, sources_for
 from annotune.transfer.adapt import Selection, select_features, zero_shot
-from annotune.transfer.features import (
-    FEATURE_NAMES,
-    DeviceFeatures,
-    dataset_device,
-    dataset_features,
-    features_for,
-    lookup,
+from annotune.transfer.features import DeviceFeatures, dataset_device
+from annotune.transfer.resolve import (
+    GpuTable,
+    Resolved,
+    from_features,
+    resolve,
+    resolve_dataset,
+    shared_names,
 )
 
 TRANSFER_STRATEGIES = ("iterml", "transfer")
@@ -72,7 +75,7 @@ class _Found:
     device: str
     values: np.ndarray
     times: np.ndarray
-    features: DeviceFeatures | None
+    features: Resolved
 
 
 def gather_prior(
@@ -83,36 +86,50 @@ def gather_prior(
     db: Database | None,
     files: Sequence[Path] = (),
     rng: np.random.Generator,
+    gpus: GpuTable | None = None,
 ) -> Prior:
     """What other GPUs measured of `key`'s source and space: the database's studies of the
     same content and space on other devices (per device, the one with the most measurements)
     and the results `files` (T4 or Kernel Tuner caches), with device features from the study
-    or file, else the table. A file whose parameters are not the space's is an AnnotuneError;
-    unknown device features are a warning (the source, or all transfer when the target's, is
-    skipped)."""
-    tasks, warnings = _gather(candidates, key, target, db=db, files=files)
-    sources = sources_for(tasks, candidates)
-    if not sources:  # also when the target's features are unknown: no tasks then
-        return Prior(warnings=warnings)
-    selection = select_features(encode_space(candidates), sources, FEATURE_NAMES, rng=rng)
+    or file, else `resolve.resolve` over the user's table `gpus` (also for the target when
+    `target` is None). A file whose parameters are not the space's is an AnnotuneError; a GPU
+    known nowhere is a warning, never a reason to skip transfer."""
+    mine = from_features(target) if target is not None else resolve(key.device, gpus)
+    gathered = _gather(candidates, key, mine, db=db, files=files, gpus=gpus)
+    sources = sources_for(gathered.tasks, candidates)
+    if not sources:
+        return Prior(warnings=gathered.warnings)
+    selection = select_features(encode_space(candidates), sources, gathered.names, rng=rng)
     usable = {source.name for source in sources}
-    return _chosen(tasks, usable, target, selection, warnings)
+    return _chosen(gathered, usable, mine, selection)
+
+
+@dataclass(frozen=True)
+class _Gathered:
+    """Other GPUs' results as tasks over the device features `names` (those every GPU has),
+    and what was said on the way."""
+
+    tasks: tuple[TaskData, ...]
+    names: tuple[str, ...]
+    warnings: tuple[str, ...]
 
 
 def _gather(
     candidates: Candidates,
     key: StudyKey,
-    target: DeviceFeatures | None,
+    target: Resolved,
     *,
     db: Database | None,
     files: Sequence[Path],
-) -> tuple[list[TaskData], tuple[str, ...]]:
-    """The other GPUs' results (see `gather_prior`) with every device feature, and what could
-    not be used; no results when the target's features are unknown."""
-    found = _from_database(db, key, candidates.names) if db is not None else []
-    warnings: list[str] = []
+    gpus: GpuTable | None,
+) -> _Gathered:
+    """The other GPUs' results (see `gather_prior`) with the device features they and the
+    target share, and every warning: files measured on the target, fallbacks for GPUs known
+    nowhere (the target's first)."""
+    found = _from_database(db, key, candidates.names, gpus) if db is not None else []
+    warnings: list[str] = list(target.warnings)
     for path in files:
-        source = _from_file(path, candidates.names)
+        source = _from_file(path, candidates.names, gpus)
         if source.device == key.device:
             warnings.append(f"{path}: measured on {key.device} itself; not learning from it")
         else:
@@ -122,45 +139,36 @@ def _gather(
         known = by_device.get(source.device)
         if known is None or source.times.size > known.times.size:
             by_device[source.device] = source
-    if not by_device:
-        return [], tuple(warnings)
-    if target is None:
-        names = ", ".join(by_device)
-        warnings.append(
-            f"no device features known for '{key.device}': not learning from {names} "
-            "(searching with iterml alone)"
-        )
-        return [], tuple(warnings)
-    tasks = []
     for source in by_device.values():
-        if source.features is None:
-            warnings.append(f"no device features known for '{source.device}': not learning from it")
-            continue
-        vector = tuple(source.features.vector(FEATURE_NAMES))
-        tasks.append(TaskData(source.device, source.values, source.times, vector))
-    return tasks, tuple(warnings)
+        warnings.extend(w for w in source.features.warnings if w not in warnings)
+    names = shared_names([target, *(s.features for s in by_device.values())])
+    tasks = tuple(
+        TaskData(s.device, s.values, s.times, tuple(s.features.vector(names)))
+        for s in by_device.values()
+    )
+    return _Gathered(tasks, names, tuple(warnings))
 
 
 def _chosen(
-    tasks: Sequence[TaskData],
-    usable: Collection[str],
-    target: DeviceFeatures,
-    selection: Selection,
-    warnings: tuple[str, ...],
+    gathered: _Gathered, usable: Collection[str], target: Resolved, selection: Selection
 ) -> Prior:
     """The prior of the tasks named in `usable`, every feature vector cut to the `selection`."""
     columns = list(selection.columns)
     chosen = tuple(
         TaskData(t.name, t.values, t.times, tuple(np.asarray(t.features)[columns]))
-        for t in tasks
+        for t in gathered.tasks
         if t.name in usable
     )
-    return Prior(chosen, tuple(target.vector(FEATURE_NAMES)[columns]), selection, warnings)
+    target_features = tuple(target.vector(gathered.names)[columns])
+    return Prior(chosen, target_features, selection, gathered.warnings)
 
 
-def _from_database(db: Database, key: StudyKey, names: Sequence[str]) -> list[_Found]:
+def _from_database(
+    db: Database, key: StudyKey, names: Sequence[str], gpus: GpuTable | None
+) -> list[_Found]:
     """Per other device, its study of the same content and space with the most valid
-    measurements (`annotune.results.studies.studies_elsewhere`), columns in `names` order."""
+    measurements (`annotune.results.studies.studies_elsewhere`), columns in `names` order;
+    the device features stored with the study, else `resolve`'s."""
     found = []
     for record in studies_elsewhere(db, key):
         device, stored = record.study.key.device, record.study.device_features
@@ -170,13 +178,12 @@ def _from_database(db: Database, key: StudyKey, names: Sequence[str]) -> list[_F
                 features = DeviceFeatures.from_json(stored)
             except ValueError:
                 features = None
-        found.append(
-            _Found(device, record.values(names), record.times(), features or lookup(device))
-        )
+        resolved = from_features(features) if features else resolve(device, gpus, live=False)
+        found.append(_Found(device, record.values(names), record.times(), resolved))
     return found
 
 
-def _from_file(path: Path, names: Sequence[str]) -> _Found:
+def _from_file(path: Path, names: Sequence[str], gpus: GpuTable | None) -> _Found:
     """A T4 or Kernel Tuner results file of the same parameters, columns in `names` order."""
     dataset = load_replay(path)
     if set(dataset.names) != set(names):
@@ -187,7 +194,7 @@ def _from_file(path: Path, names: Sequence[str]) -> _Found:
         )
     columns = [dataset.names.index(name) for name in names]
     try:
-        features = dataset_features(dataset)
+        features = resolve_dataset(dataset, gpus)
     except ValueError as error:
         raise AnnotuneError(f"{path}: {error}") from None
     return _Found(
@@ -230,6 +237,7 @@ def predict(
     write: bool = False,
     force: bool = False,
     out_dir: Path | None = None,
+    gpus: GpuTable | None = None,
 ) -> PredictReport:
     """The best configuration for `device` predicted from other GPUs' results alone
     (Muralidharan et al.'s zero-shot case): no measurement on `device` at all.
@@ -237,19 +245,14 @@ def predict(
     Sources are those `tune` would learn from (`gather_prior`), ranked by `adapt.zero_shot`
     (the log target: exp(score) is a speed ratio). With `write`, the header goes
     where `tune` puts it, marked `emit.PREDICTED`; a measured header there is only replaced with
-    `force`. AnnotuneError when `device`'s features are unknown or no source can be used.
+    `force`. `gpus`: the user's GPU entries. A GPU known nowhere is predicted for from what
+    is known (`resolve.resolve`), with a warning; AnnotuneError when no source can be used.
     """
     space = problem_space(problem)
     rng = np.random.default_rng(seed)
     legal, legal_count = space.search_rows(rng)
     candidates = Candidates(space.decode(legal), space.names)
-    target = features_for(device)
-    if target is None:
-        raise AnnotuneError(
-            f"no device features known for '{device}'",
-            hint="use a GPU name from annotune/transfer/gpus.toml (e.g. 'NVIDIA A100-PCIE-40GB'), "
-            "or run `annotune tune` on that GPU",
-        )
+    target = resolve(device, gpus)
     key = StudyKey.for_problem(problem, device=device, build={})
     named = db_path is not None
     db_path = db_path or default_db_path(problem.source)
@@ -257,16 +260,17 @@ def predict(
         db = resources.enter_context(existing(db_path))
         if db is None and named:
             raise AnnotuneError(f"no results database at {db_path}")
-        tasks, warnings = _gather(candidates, key, target, db=db, files=files)
-    found = zero_shot(candidates, tasks, target.vector(FEATURE_NAMES), FEATURE_NAMES, rng=rng)
+        gathered = _gather(candidates, key, target, db=db, files=files, gpus=gpus)
+    names = gathered.names
+    found = zero_shot(candidates, gathered.tasks, target.vector(names), names, rng=rng)
     if found is None:
-        reasons = "".join(f"; {w}" for w in warnings)
+        reasons = "".join(f"; {w}" for w in gathered.warnings)
         raise AnnotuneError(
             f"no other GPU's results of {problem.source.name} to learn from{reasons}",
             hint="tune it on another GPU first (same results database), or pass results "
             "files with --transfer-from",
         )
-    prior = _chosen(tasks, found.sources, target, found.selection, warnings)
+    prior = _chosen(gathered, found.sources, target, found.selection)
     row = int(found.ranking[0])
     params = space.to_dicts(legal[[row]])[0]
     header = None

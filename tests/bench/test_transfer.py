@@ -120,3 +120,40 @@ def test_bench_transfer_on_the_command_line(cli, tmp_path):
     assert table.exit_code == 0 and "zero-shot" in table.stdout
     alone = cli("bench", "--transfer", paths[0], "--repeats", "2")
     assert alone.exit_code == 2 and "shares its space" in alone.stderr
+
+
+def test_a_gpu_known_nowhere_gets_its_row_and_a_warning():
+    """An AMD card not in the table: the nearest known AMD GPU stands in, said in every row."""
+    group = [dataset(device) for device in GPUS]
+    renamed = ReplayDataset(
+        "kernel_W7700",
+        group[2].candidates,
+        group[2].times,
+        group[2].errors,
+        device="AMD Radeon PRO W7700",
+    )
+    nameless = ReplayDataset(
+        "kernel_X", group[3].candidates, group[3].times, group[3].errors, device="Mystery X"
+    )
+    rows = transfer_bench([*group[:2], renamed, nameless], repeats=2, workers=1, seed=1)
+    assert [row.device for row in rows] == [*list(GPUS)[:2], "AMD Radeon PRO W7700", "Mystery X"]
+    for row in rows:
+        assert any("'AMD Radeon PRO W7700'" in w and "W7800" in w for w in row.warnings)
+        assert any("'Mystery X'" in w and "vendor is not in its name" in w for w in row.warnings)
+        # Mystery X has no features at all: the model pools the GPUs, no feature is chosen.
+        assert row.features.names == ()
+        assert 0.0 < row.zero_shot <= 1.0
+    assert rows[0].to_json()["warnings"] == list(rows[0].warnings)
+
+
+def test_a_malformed_file_feature_record_is_an_error():
+    broken = ReplayDataset(
+        "kernel_bad",
+        Candidates(VALUES, ("x", "y")),
+        np.ones(len(VALUES)),
+        ("",) * len(VALUES),
+        device="NVIDIA A100-PCIE-40GB",
+        device_features={"name": "x"},
+    )
+    with pytest.raises(AnnotuneError, match="kernel_bad: not a device-features object"):
+        transfer_bench([broken, dataset("NVIDIA RTX A4000")], repeats=1, workers=1)

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import gzip
 import json
+from pathlib import Path
 
 import numpy as np
+import pytest
+
+from annotune.transfer.features import lookup
 
 
 def write_cache(path) -> None:
@@ -96,3 +101,80 @@ def test_across_sizes_lets_predictive_learn_a_new_size_from_the_others(cli, tmp_
     # From the other sizes, the first pick on size 500 is already the optimum (3, 5).
     assert learned["scale_500"]["std2_evals"] == 1
     assert alone["scale_500"]["std1_evals"] > 1
+
+
+def write_gpu_cache(path, device: str, best: int) -> None:
+    """A Kernel Tuner cache measured on `device`, whose best `bx` is `best`."""
+    cache = {
+        f"{x},{y}": {"bx": x, "by": y, "time": 1.0 + 0.3 * abs(x - best) + 0.1 * abs(y - 2)}
+        for x in range(8)
+        for y in range(4)
+    }
+    keys = {"device_name": device, "kernel_name": "k", "tune_params_keys": ["bx", "by"]}
+    path.write_text(json.dumps({**keys, "cache": cache}))
+
+
+def gpu_group(tmp_path) -> list:
+    devices = {"NVIDIA A100-PCIE-40GB": 6, "NVIDIA RTX A4000": 6, "AMD Radeon PRO W7700": 1}
+    paths = []
+    for n, (device, best) in enumerate(devices.items()):
+        paths.append(tmp_path / f"k_{n}.json")
+        write_gpu_cache(paths[-1], device, best)
+    return paths
+
+
+def test_transfer_with_a_gpu_known_nowhere_warns_and_gives_every_row(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    paths = gpu_group(tmp_path)
+    args = ["bench", "--transfer", *paths, "--repeats", "2", "--workers", "1"]
+    done = cli(*args, "--json")
+    assert done.exit_code == 0, done.stderr
+    rows = json.loads(done.stdout)["results"]
+    assert [r["device"] for r in rows] == [
+        "NVIDIA A100-PCIE-40GB",
+        "NVIDIA RTX A4000",
+        "AMD Radeon PRO W7700",
+    ]
+    (warning,) = done.stderr.strip().splitlines()  # said once, not once per row
+    assert warning.startswith("annotune: warning: no device features known for 'AMD Radeon PRO")
+    assert "'AMD Radeon PRO W7800'" in warning
+    # Described in a --gpus file, or in annotune.toml here: no warning.
+    entry = (
+        '[[gpu]]\nname = "AMD Radeon PRO W7700"\narchitecture = "RDNA3 (gfx1101)"\n'
+        + "\n".join(f"{n} = {v:g}" for n, v in lookup("W7800").values.items())
+    )
+    (tmp_path / "gpus.toml").write_text(entry)
+    described = cli(*args, "--json", "--gpus", tmp_path / "gpus.toml")
+    assert described.exit_code == 0 and described.stderr == ""
+    (tmp_path / "annotune.toml").write_text(entry)
+    assert cli(*args, "--json").stderr == ""
+
+
+def test_a_malformed_gpu_table_is_a_located_error(cli, tmp_path):
+    paths = gpu_group(tmp_path)
+    bad = tmp_path / "gpus.toml"
+    bad.write_text('[[gpu]]\nname = "AMD Radeon PRO W7700"\ncores = "many"\n')
+    done = cli("bench", "--transfer", *paths, "--repeats", "1", "--gpus", bad)
+    assert done.exit_code == 2 and done.stdout == ""
+    assert done.stderr.startswith(f"{bad}:3:9: error: cores must be a finite number")
+    missing = cli("bench", "--transfer", *paths, "--gpus", tmp_path / "nope.toml")
+    assert missing.exit_code == 2 and "Traceback" not in missing.stderr
+
+
+REPLAY = Path(__file__).parents[2].parent / "shared" / "data" / "replay"
+
+
+@pytest.mark.skipif(not REPLAY.is_dir(), reason="shared replay data not present")
+def test_recorded_datasets_with_a_renamed_gpu_give_a_row_per_target(cli, tmp_path):
+    """The recorded dedispersion runs, the A4000's renamed to a GPU no table knows."""
+    renamed = tmp_path / "dedispersion_future.json.gz"
+    data = json.loads(gzip.decompress((REPLAY / "dedispersion_A4000.json.gz").read_bytes()))
+    data["device_name"] = "NVIDIA RTX A4500 Ada"
+    renamed.write_bytes(gzip.compress(json.dumps(data).encode()))
+    args = [REPLAY / "dedispersion_A100.json.gz", renamed, "--repeats", "1", "--max-evals", "5"]
+    done = cli("bench", "--transfer", *args, "--workers", "1", "--json")
+    assert done.exit_code == 0, done.stderr
+    rows = json.loads(done.stdout)["results"]
+    assert [r["device"] for r in rows] == ["NVIDIA A100-PCIE-40GB", "NVIDIA RTX A4500 Ada"]
+    assert "no device features known for 'NVIDIA RTX A4500 Ada'" in done.stderr
+    assert "Ada" in rows[0]["warnings"][0]

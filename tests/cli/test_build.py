@@ -294,3 +294,22 @@ def _imports(*args: object) -> set[str]:
     )
     assert done.returncode == 0, done.stderr
     return set(done.stderr.splitlines()[-1].split())
+
+
+def test_a_device_without_a_header_gets_that_of_the_nearest_gpu_of_its_architecture(
+    cli, project, tmp_path
+):
+    out = tmp_path / "out.h"
+    result = cli("build", project, "-o", out, "--device", "NVIDIA A30")  # sm_80, as the A100
+    assert result.exit_code == 0, result.stderr
+    assert out.read_bytes() == TUNED_TEXT.encode()
+    (line,) = result.stderr.splitlines()
+    assert "no tuned header for device 'NVIDIA A30'" in line and DEVICE in line
+    # A board only the user's table knows, of the same architecture: the A100's header too.
+    gpus = tmp_path / "gpus.toml"
+    gpus.write_text('[[gpu]]\nname = "Lab Board 1"\narchitecture = "Ampere (sm_80)"\n')
+    unknown = cli("build", project, "-o", out, "--device", "Lab Board 1", "--gpus", gpus)
+    assert unknown.exit_code == 0 and DEVICE in unknown.stderr
+    gpus.write_text('[[gpu]]\nname = "Lab Board 1"\narchitecture = 80\n')
+    bad = cli("build", project, "-o", out, "--device", "Lab Board 1", "--gpus", gpus)
+    assert bad.exit_code == 2 and f"{gpus}:3:16: error: architecture must be a string" in bad.stderr

@@ -95,10 +95,31 @@ def test_errors_exit_2_with_a_hint(cli, workdir):
     nothing = cli("predict", workdir / "synthetic.c", "--device", TARGET_GPU)
     assert nothing.exit_code == 2
     assert "no other GPU's results" in nothing.stderr and "--transfer-from" in nothing.stderr
+    bad = workdir / "gpus.toml"
+    bad.write_text('[[gpu]]\nname = "Imaginary GPU 9000"\ncorez = 3\n')
+    args = ("predict", workdir / "synthetic.c", "--device", TARGET_GPU, "--gpus", bad)
+    malformed = cli(*args)
+    assert malformed.exit_code == 2 and f"{bad}:3:1: error: unknown field 'corez'" in (
+        malformed.stderr
+    )
+    assert "Traceback" not in malformed.stderr
+
+
+def test_a_gpu_known_nowhere_is_predicted_for_with_a_warning(cli, workdir):
     record_other_gpu(workdir / "synthetic.c")
-    unknown = cli("predict", workdir / "synthetic.c", "--device", "Imaginary GPU 9000")
-    assert unknown.exit_code == 2 and "no device features known" in unknown.stderr
-    assert "gpus.toml" in unknown.stderr
+    source = workdir / "synthetic.c"
+    unknown = cli("predict", source, "--device", "NVIDIA RTX A5500")
+    assert unknown.exit_code == 0, unknown.stderr
+    assert "annotune: warning: no device features known for 'NVIDIA RTX A5500'" in unknown.stderr
+    assert "NVIDIA Ampere" in unknown.stderr and "'X': 7" in unknown.stdout
+    nameless = cli("predict", source, "--device", "Imaginary GPU 9000")
+    assert nameless.exit_code == 0 and "vendor is not in its name" in nameless.stderr
+    # Described in a --gpus file, it is known: no warning.
+    values = "\n".join(f"{n} = {v:g}" for n, v in lookup("A4000").values.items())
+    gpus = workdir / "gpus.toml"
+    gpus.write_text(f'[[gpu]]\nname = "Imaginary GPU 9000"\narchitecture = "Y"\n{values}\n')
+    described = cli("predict", source, "--device", "Imaginary GPU 9000", "--gpus", gpus)
+    assert described.exit_code == 0 and described.stderr == ""
 
 
 ROOT = Path(__file__).parents[2]

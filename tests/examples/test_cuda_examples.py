@@ -5,6 +5,11 @@ fit a 1024-thread block in registers), its Makefile builds it, and its program, 
 CPU emulation of CUDA (blocks in turn, a block's threads as std::threads), verifies its result
 and prints the same check value for every configuration.
 
+Each also declares its kernel(s) for kernel mode: the pragmas launch what main launches (grid,
+block, shared memory, arguments, for several configurations), name symbols the cubin has, and
+the reductions whose order the block shape changes are shown, in numpy, to need the tolerance
+their examples document. On a GPU, each kernel is tuned and no configuration's output differs.
+
 The default run compiles 2 sampled configurations per example and makes two examples. With
 ANNOTUNE_FULL_EXAMPLES=1 it compiles 20 per example (180 nvcc runs, several minutes) and makes
 all ten.
@@ -17,8 +22,10 @@ import json
 import os
 import re
 import shutil
+import struct
 import subprocess
 import sys
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -28,6 +35,12 @@ import pytest
 from annotune.annotate import problem_space, read_problem
 from annotune.annotate.frontend import ANNOTUNE_INCLUDE_DIR
 from annotune.builder import Builder
+from annotune.core.diagnostics import AnnotuneError
+from annotune.run.backends import select_backend
+from annotune.run.device import gpu_name
+from annotune.run.program import RunSpec
+from annotune.session.options import KERNEL_CHECK_RTOL
+from annotune.session.tuner import TuneOptions, tune
 
 ROOT = Path(__file__).parents[2]
 CUDA = ROOT / "examples" / "cuda"
@@ -366,3 +379,348 @@ def test_convolution_verifies_with_the_same_check_for_every_configuration(
     tmp_path, emulation_works
 ):
     _assert_same_check("convolution", [{**c, **FIXED} for c in CONVOLUTION_CONFIGS], tmp_path)
+
+
+# -- kernel mode: each example declares the launches its main performs ---------------------------
+
+KERNEL_NAMES = {
+    "2mm": ("matmul",),
+    "3mm": ("matmul",),
+    "conv2d": ("conv2d",),
+    "conv3d": ("conv3d",),
+    "convolution": ("convolution",),
+    "gemm": ("gemm",),
+    "gesummv": ("gesummv",),
+    "mvt": ("mvt_rows", "mvt_columns"),
+    "stencil2d": ("jacobi_step",),
+    "syr2k": ("syr2k",),
+    "syrk": ("syrk",),
+}
+# Sizes and scalars as each example's main uses them (its defaults).
+N_MM, N_GEMM, N_VEC, N_CONV3D, N_STENCIL, N_CONV2D = 1024, 2048, 8192, 384, 4096, 8192
+IMAGE, FILTER = 4096, 15
+ALPHA, BETA = 1.5, 1.25
+
+
+def _blocks(n: int, per_block: int) -> int:
+    """Blocks of `per_block` that cover `n` items (the ceiling of n / per_block)."""
+    return -(-n // per_block)
+
+
+def _square(n: int, c: dict) -> tuple:
+    """One thread per entry of an n x n output: blocks cover columns in x and rows in y."""
+    return (_blocks(n, c["BLOCK_X"]), _blocks(n, c["BLOCK_Y"]), 1)
+
+
+# What main launches for a configuration, worked out here from the examples' comments:
+# (grid, block, dynamic shared bytes, ((kind, element count or scalar value), ...)).
+MAIN_LAUNCHES: dict[tuple[str, str], Callable[[dict], tuple]] = {
+    # 2mm's second launch, D = T * C + beta * D (the example's choice).
+    ("2mm", "matmul"): lambda c: (
+        _square(N_MM, c), (c["BLOCK_X"], c["BLOCK_Y"], 1), 0,
+        (("in", N_MM**2), ("in", N_MM**2), ("inout", N_MM**2), ("scalar", 1.0),
+         ("scalar", BETA)),
+    ),
+    ("3mm", "matmul"): lambda c: (
+        _square(N_MM, c), (c["BLOCK_X"], c["BLOCK_Y"], 1), 0,
+        (("in", N_MM**2), ("in", N_MM**2), ("out", N_MM**2)),
+    ),
+    ("conv2d", "conv2d"): lambda c: (
+        (_blocks(N_CONV2D, c["BLOCK_X"]),
+         _blocks(N_CONV2D, c["BLOCK_Y"] * c["ROWS_PER_THREAD"]), 1),
+        (c["BLOCK_X"], c["BLOCK_Y"], 1), 0, (("in", N_CONV2D**2), ("out", N_CONV2D**2)),
+    ),
+    ("conv3d", "conv3d"): lambda c: (
+        (_blocks(N_CONV3D, c["BLOCK_X"]), _blocks(N_CONV3D, c["BLOCK_Y"]),
+         _blocks(N_CONV3D, c["PLANES_PER_THREAD"])),
+        (c["BLOCK_X"], c["BLOCK_Y"], 1), 0, (("in", N_CONV3D**3), ("out", N_CONV3D**3)),
+    ),
+    ("convolution", "convolution"): lambda c: (
+        (_blocks(IMAGE, c["block_size_x"] * c["tile_size_x"]),
+         _blocks(IMAGE, c["block_size_y"] * c["tile_size_y"]), 1),
+        (c["block_size_x"], c["block_size_y"], 1), 0,
+        (("out", IMAGE**2), ("in", (IMAGE + FILTER - 1) ** 2), ("in", FILTER**2)),
+    ),
+    ("gemm", "gemm"): lambda c: (
+        _square(N_GEMM, c), (c["BLOCK_X"], c["BLOCK_Y"], 1), 0,
+        (("in", N_GEMM**2), ("in", N_GEMM**2), ("inout", N_GEMM**2), ("scalar", ALPHA),
+         ("scalar", BETA)),
+    ),
+    # A block computes BLOCK_Y rows (gesummv, mvt_rows) or BLOCK_X columns (mvt_columns).
+    ("gesummv", "gesummv"): lambda c: (
+        (_blocks(N_VEC, c["BLOCK_Y"]), 1, 1), (c["BLOCK_X"], c["BLOCK_Y"], 1), 0,
+        (("in", N_VEC**2), ("in", N_VEC**2), ("in", N_VEC), ("out", N_VEC), ("scalar", ALPHA),
+         ("scalar", BETA)),
+    ),
+    ("mvt", "mvt_rows"): lambda c: (
+        (_blocks(N_VEC, c["BLOCK_Y"]), 1, 1), (c["BLOCK_X"], c["BLOCK_Y"], 1), 0,
+        (("in", N_VEC**2), ("in", N_VEC), ("inout", N_VEC)),
+    ),
+    ("mvt", "mvt_columns"): lambda c: (
+        (_blocks(N_VEC, c["BLOCK_X"]), 1, 1), (c["BLOCK_X"], c["BLOCK_Y"], 1), 0,
+        (("in", N_VEC**2), ("in", N_VEC), ("inout", N_VEC)),
+    ),
+    ("stencil2d", "jacobi_step"): lambda c: (
+        (_blocks(N_STENCIL, c["BLOCK_X"]),
+         _blocks(N_STENCIL, c["BLOCK_Y"] * c["ROWS_PER_THREAD"]), 1),
+        (c["BLOCK_X"], c["BLOCK_Y"], 1), 0, (("in", N_STENCIL**2), ("out", N_STENCIL**2)),
+    ),
+    ("syr2k", "syr2k"): lambda c: (
+        _square(N_MM, c), (c["BLOCK_X"], c["BLOCK_Y"], 1), 0,
+        (("in", N_MM**2), ("in", N_MM**2), ("inout", N_MM**2), ("scalar", ALPHA),
+         ("scalar", BETA)),
+    ),
+    ("syrk", "syrk"): lambda c: (
+        _square(N_MM, c), (c["BLOCK_X"], c["BLOCK_Y"], 1), 0,
+        (("in", N_MM**2), ("inout", N_MM**2), ("scalar", ALPHA), ("scalar", BETA)),
+    ),
+}  # fmt: skip
+
+
+def _some_configurations(problem) -> list[dict]:
+    """The default, the block shapes at both ends of the space (where legal), and a sample."""
+    space = problem_space(problem)
+    rows = [space.default_row()]
+    names = [p.name for p in problem.params]
+    if names[:2] == ["BLOCK_X", "BLOCK_Y"]:
+        for shape in ((1, 1024), (1024, 1), (12, 5)):
+            pairs = list(zip(names[:2], shape, strict=True))
+            if not all(v in problem.param(n).values for n, v in pairs):
+                continue  # stencil2d's blocks are powers of two
+            row = space.default_row().copy()
+            row[:2] = [problem.param(n).values.index(v) for n, v in pairs]
+            row[2] = len(problem.params[2].values) - 1 if shape[0] == 1 else 0
+            if space.is_legal(row[None, :]).all():
+                rows.append(row)
+    rng = np.random.default_rng(21)
+    return space.to_dicts(np.vstack([*rows, space.sample(4, rng)]))
+
+
+@pytest.mark.parametrize("name", sorted(KERNEL_NAMES))
+def test_kernel_pragmas_launch_what_main_launches(name):
+    problem = read_problem(source(name))
+    assert tuple(k.name for k in problem.kernels) == KERNEL_NAMES[name]
+    configs = _some_configurations(problem)
+    assert len(configs) >= 5
+    for spec in problem.kernels:
+        for config in configs:
+            launch = spec.launch(config)
+            got = (
+                launch.grid,
+                launch.block,
+                launch.shared,
+                tuple((a.kind, a.count if a.is_pointer else a.value) for a in launch.args),
+            )
+            assert got == MAIN_LAUNCHES[name, spec.name](config), (spec.name, config)
+            assert {a.dtype for a in launch.args} == {"float32"}
+
+
+def _elf_sections(elf: bytes) -> list[tuple[str, int, int, int, int, int]]:
+    """The sections of a little-endian ELF64 file (a cubin), in order: (name, type, offset,
+    size, link, entry size). Read here, so that no test needs the CUDA toolkit's binary tools."""
+    assert elf[:6] == b"\x7fELF\x02\x01", "not a little-endian ELF64 file"
+    (table_at,) = struct.unpack_from("<Q", elf, 0x28)
+    entry_size, count, names_index = struct.unpack_from("<HHH", elf, 0x3A)
+    headers = [
+        struct.unpack_from("<IIQQQQIIQQ", elf, table_at + i * entry_size) for i in range(count)
+    ]
+    names_at = headers[names_index][4]
+    return [
+        (_c_string(elf, names_at + name), kind, offset, size, link, entries)
+        for name, kind, _, _, offset, size, link, _, _, entries in headers
+    ]
+
+
+def _c_string(data: bytes, start: int) -> str:
+    return data[start : data.index(b"\0", start)].decode()
+
+
+def _function_symbols(elf: bytes) -> set[str]:
+    """What `cuobjdump -symbols` lists as STT_FUNC: the kernels' names."""
+    sections = _elf_sections(elf)
+    names = set()
+    for _, kind, offset, size, link, entries in sections:
+        if kind != 2:  # SHT_SYMTAB
+            continue
+        strings = sections[link][2]
+        for at in range(offset, offset + size, entries):
+            name, info = struct.unpack_from("<IB", elf, at)
+            if info & 0xF == 2:  # STT_FUNC
+                names.add(_c_string(elf, strings + name))
+    return names
+
+
+# The constant memory kernel mode must find initialized (it launches without main): the first
+# weights, as each example's main computes them for its reference.
+CONSTANT_WEIGHTS = {
+    "conv3d": [((t * 5) % 9 - 4) * 0.125 for t in range(27)],
+    "convolution": [(((e * 40503) % 17) - 8) / 64 for e in range(15 * 15)],
+}
+
+
+@needs_nvcc
+@pytest.mark.parametrize("name", sorted(KERNEL_NAMES))
+def test_each_declared_kernel_is_a_symbol_of_the_cubin(name, tmp_path):
+    """The mangled names kernel mode loads are those nvcc gives the kernels (one compile), and
+    constant memory holds its weights without main's help."""
+    cubin = tmp_path / f"{name}.cubin"
+    subprocess.run(
+        ["nvcc", "-cubin", "-arch=sm_90", f"-I{ANNOTUNE_INCLUDE_DIR}", str(source(name))]
+        + ["-o", str(cubin)],
+        check=True,
+        capture_output=True,
+    )
+    elf = cubin.read_bytes()
+    symbols = _function_symbols(elf)
+    for spec in read_problem(source(name)).kernels:
+        assert spec.mangled_name in symbols, (spec.mangled_name, sorted(symbols))
+    if name in CONSTANT_WEIGHTS:
+        (offset, size) = {s[0]: s[2:4] for s in _elf_sections(elf)}[".nv.constant3"]
+        constants = np.frombuffer(elf, np.float32, size // 4, offset)
+        assert constants.tolist() == CONSTANT_WEIGHTS[name]
+
+
+# -- kernel mode: reductions whose order the block shape changes ---------------------------------
+
+PROGRAM_RTOL = RunSpec.check_tolerance  # program mode's default
+ATOL = 1e-8  # the kernel runner's
+
+
+def _fma(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """float32 a * b + c rounded once, as the GPU's fused multiply-add (the float64 product of
+    two floats is exact; the float64 sum may round first, which is rare and one ulp)."""
+    return (a.astype(np.float64) * b + c).astype(np.float32)
+
+
+def _lane_sums(matrix: np.ndarray, vector: np.ndarray, lanes: int) -> np.ndarray:
+    """Each row of matrix @ vector added as the example's kernel adds it with `lanes` threads:
+    lane l adds the terms l, l + lanes, ... in turn, then the lanes meet in the kernel's tree
+    (stride pow2_ceil(lanes) / 2, halving; lane l adds lane l + s while l + s < lanes)."""
+    rows, n = matrix.shape
+    parts = np.zeros((rows, lanes), np.float32)
+    for start in range(0, n, lanes):
+        width = min(lanes, n - start)
+        parts[:, :width] = _fma(matrix[:, start : start + width], vector[start : start + width],
+                                parts[:, :width])  # fmt: skip
+    stride = (1 << (lanes - 1).bit_length()) // 2
+    while stride:
+        low = np.arange(min(stride, lanes - stride))
+        parts[:, low] += parts[:, low + stride]
+        stride //= 2
+    return parts[:, 0]
+
+
+def _kernel_inputs(name: str, kernel: str) -> tuple[list[np.ndarray], dict]:
+    """The float arrays kernel mode uploads for the kernel's `in` and `inout` arguments, made as
+    `KernelRunner.input_array` makes them under seed 0, and the default configuration."""
+    problem = read_problem(source(name))
+    space = problem_space(problem)
+    default = space.to_dicts(space.default_row()[None, :])[0]
+    spec = next(k for k in problem.kernels if k.name == kernel)
+    args = spec.launch(default).args
+    assert {a.dtype for a in args} == {"float32"}
+    inputs = [
+        np.random.default_rng([0, index]).random(arg.count).astype(np.float32)
+        for index, arg in enumerate(args)
+        if arg.kind in ("in", "inout")
+    ]
+    return inputs, default
+
+
+def _gesummv(inputs: list[np.ndarray], lanes: int) -> np.ndarray:
+    a, b, x = (array.reshape(N_VEC, -1) if array.size > N_VEC else array for array in inputs[:3])
+    alpha, beta = np.float32(ALPHA), np.float32(BETA)
+    sum_a, sum_b = _lane_sums(a, x, lanes), _lane_sums(b, x, lanes)
+    return _fma(np.full(N_VEC, alpha), sum_a, beta * sum_b)
+
+
+def _mvt_rows(inputs: list[np.ndarray], lanes: int) -> np.ndarray:
+    a, y1, x1 = inputs
+    return x1 + _lane_sums(a.reshape(N_VEC, N_VEC), y1, lanes)
+
+
+def _mvt_columns(inputs: list[np.ndarray], lanes: int) -> np.ndarray:
+    a, y2, x2 = inputs
+    return x2 + _lane_sums(a.reshape(N_VEC, N_VEC).T, y2, lanes)
+
+
+REDUCTIONS = {  # kernel: (example, its output as a function of the lanes, the lanes' parameter)
+    "gesummv": ("gesummv", _gesummv, "BLOCK_X"),
+    "mvt_rows": ("mvt", _mvt_rows, "BLOCK_X"),
+    "mvt_columns": ("mvt", _mvt_columns, "BLOCK_Y"),
+}
+
+
+@pytest.mark.parametrize("kernel", sorted(REDUCTIONS))
+def test_a_reduction_order_needs_kernel_modes_tolerance(kernel):
+    """One lane (every term added in turn) against the default's lanes and tree, on the inputs
+    kernel mode makes: correct outputs that program mode's tolerance would reject and kernel
+    mode's accepts. The other examples sum each output in one order for every configuration."""
+    name, output, lanes = REDUCTIONS[kernel]
+    inputs, default = _kernel_inputs(name, kernel)
+    reference = output(inputs, default[lanes])
+    one_lane = output(inputs, 1)
+    assert one_lane.dtype == reference.dtype == np.float32
+    assert not np.allclose(one_lane, reference, rtol=PROGRAM_RTOL, atol=ATOL)
+    assert np.allclose(one_lane, reference, rtol=KERNEL_CHECK_RTOL, atol=ATOL)
+    relative = np.abs(one_lane.astype(np.float64) - reference) / np.abs(reference)
+    assert relative.max() < KERNEL_CHECK_RTOL / 2, relative.max()  # with room to spare
+
+
+# -- kernel mode on a GPU ------------------------------------------------------------------------
+
+# The worst summation order as the baseline, so that every configuration is checked against it.
+GPU_REFERENCE = {
+    "gesummv": {"BLOCK_X": 1},
+    "mvt_rows": {"BLOCK_X": 1},
+    "mvt_columns": {"BLOCK_Y": 1},
+}
+
+
+@pytest.fixture(scope="module")
+def kernel_gpu() -> str:
+    name = gpu_name()
+    if name is None or shutil.which("nvcc") is None:
+        pytest.skip("needs an NVIDIA GPU (nvidia-smi) and nvcc")
+    try:
+        with select_backend():
+            pass
+    except AnnotuneError as error:
+        pytest.skip(error.message)
+    return name
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    ("name", "kernel"), [(n, k) for n in sorted(KERNEL_NAMES) for k in KERNEL_NAMES[n]]
+)
+def test_kernel_mode_tunes_the_example_with_no_wrong_output(name, kernel, kernel_gpu, tmp_path):
+    shutil.copytree(CUDA / name, tmp_path / name, ignore=shutil.ignore_patterns("tuned"))
+    shutil.copytree(CUDA / "common", tmp_path / "common")
+    problem = read_problem(tmp_path / name / f"{name}.cu")
+    space = problem_space(problem)
+    reference = None
+    if kernel in GPU_REFERENCE:
+        reference = {**space.to_dicts(space.default_row()[None, :])[0], **GPU_REFERENCE[kernel]}
+    options = TuneOptions(
+        strategy="random",
+        budget=6,
+        mode="kernel",
+        kernel=kernel,
+        transfer=False,
+        recheck=0,
+        drift_every=0,
+        reference=reference,
+        run=RunSpec(
+            warmup=1,
+            repeats=3,
+            max_repeats=3,
+            check_tolerance=KERNEL_CHECK_RTOL,
+        ),
+    )
+    report = tune(problem, options)
+    assert report.device == kernel_gpu
+    assert not report.baseline_failed
+    assert [f for f in report.failures if f.status == "wrong_output"] == []
+    assert report.invalid == 0, report.failures
+    assert report.evaluations >= 3  # the baseline and configurations compared with it

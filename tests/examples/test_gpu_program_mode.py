@@ -30,7 +30,12 @@ def test_tune_a_cuda_example_in_program_mode(gpu, tmp_path, data_dir):
     problem = read_problem(tmp_path / "stencil2d" / "stencil2d.cu")
     report = tune(
         problem,
-        TuneOptions(strategy="iterml", budget=12, run=RunSpec(warmup=1, repeats=3, timeout=60)),
+        TuneOptions(
+            strategy="iterml",
+            budget=12,
+            mode="program",
+            run=RunSpec(warmup=1, repeats=3, timeout=60),
+        ),
     )
     assert report.device == gpu
     assert report.invalid == 0

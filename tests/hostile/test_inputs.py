@@ -353,7 +353,7 @@ CASES = [
         "config-long-line",
         lambda t, m: with_config('args = ["' + "y" * 900_000 + '"]\n' + NAMING.format(path="k.c")),
         2,
-        "annotune.toml:1:1: error: unknown key 'args' in annotune.toml (expected: file)",
+        "annotune.toml:1:1: error: unknown key 'args' in annotune.toml (expected: file, gpu)",
     ),
     Case(
         "unknown-top-table",

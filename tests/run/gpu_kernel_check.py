@@ -6,8 +6,11 @@ Compiles the fixture tests/data/kernel/jacobi.cu to cubins with nvcc for this GP
 block shapes, and measures them through KernelRunner with each backend (pycuda, cuda-python):
 statuses, median times, outputs checked against numpy and against the default configuration,
 a block of 2048 threads refused as a runtime_error, the size_t/float/double kernel `axpy`, and
-the two backends' outputs compared with each other. Exit code 0 when every check passes,
-1 when one fails, 2 when no backend or no GPU can be used.
+the two backends' outputs compared with each other. Then throughput: for each block shape, how
+many configurations a minute the runner measures (5 timed launches each, outputs checked, the
+cubins compiled beforehand), with where the time went (`run_seconds`), against the goal of
+1,000 a minute. Exit code 0 when every check passes, 1 when one fails, 2 when no backend or no
+GPU can be used.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from annotune.annotate.frontend import parse_source  # noqa: E402
-from annotune.annotate.kernel import kernel_specs  # noqa: E402
+from annotune.annotate.kernel import KernelSpec, kernel_specs  # noqa: E402
 from annotune.builder import cubin_compiler  # noqa: E402
 from annotune.core.records import BuildResult  # noqa: E402
 from annotune.run.backends import (  # noqa: E402
@@ -35,7 +38,7 @@ from annotune.run.backends import (  # noqa: E402
     KernelBackend,
     open_backend,
 )
-from annotune.run.kernel import KernelRunner  # noqa: E402
+from annotune.run.kernel import KernelReference, KernelRunner  # noqa: E402
 from annotune.run.sampling import Sampling  # noqa: E402
 
 FIXTURE = ROOT / "tests" / "data" / "kernel" / "jacobi.cu"
@@ -47,6 +50,7 @@ SHAPES = [
     {"BLOCK_X": 128, "BLOCK_Y": 8},
 ]
 TOO_BIG = {"BLOCK_X": 128, "BLOCK_Y": 16}
+GOAL_PER_MINUTE = 1000  # configurations, 5 timed launches each, outputs checked (issue 21)
 
 
 def jacobi_host(grid: np.ndarray, nx: int, ny: int) -> np.ndarray:
@@ -129,7 +133,44 @@ def check_backend(name: str, repeats: int, checks: Checks, outputs: dict) -> boo
             x, y = axpy.input_array(2, launch.args[2]), axpy.input_array(3, launch.args[3])
             ok = np.allclose(mine.outputs["y"], y + np.float32(0.5) * x, rtol=1e-12, atol=0)
             checks.expect(ok, "axpy (size_t, float, const double *, double *) matches numpy")
+            again, same = axpy.measure(compile_cubin(directory, backend, DEFAULT), mine)
+            checks.expect(
+                again.status == "ok" and np.array_equal(same.outputs["y"], mine.outputs["y"]),
+                f"axpy's inout array starts from its input again: {again.status}",
+            )
+        check_throughput(backend, specs["jacobi_step"], directory, checks, reference)
     return True
+
+
+def check_throughput(
+    backend: KernelBackend,
+    spec: KernelSpec,
+    directory: Path,
+    checks: Checks,
+    reference: KernelReference | None,
+    count: int = 300,
+) -> None:
+    """Configurations a minute, one block shape at a time, as the tuner measures them."""
+    runner = KernelRunner(spec, backend, warmup=1, sampling=Sampling(min_runs=5, max_runs=5))
+    builds = [compile_cubin(directory, backend, params) for params in SHAPES]
+    for build in builds:
+        totals = {"wall": 0.0, "setup": 0.0, "gpu": 0.0}
+        statuses = set()
+        started = time.perf_counter()
+        for _ in range(count):
+            measured, _ = runner.measure(build, reference)
+            statuses.add(measured.status)
+            for key, value in measured.compile_info["run_seconds"].items():
+                totals[key] += value
+        rate = count / (time.perf_counter() - started) * 60
+        shape = f"{build.params['BLOCK_X']}x{build.params['BLOCK_Y']}"
+        checks.expect(
+            statuses == {"ok"} and rate >= GOAL_PER_MINUTE,
+            f"throughput {shape}: {rate:.0f} configurations a minute ({count} measured, "
+            f"{statuses}); per configuration {1e3 * totals['wall'] / count:.2f} ms wall, "
+            f"{1e3 * totals['setup'] / count:.2f} ms setup, "
+            f"{1e3 * totals['gpu'] / count:.3f} ms on the GPU",
+        )
 
 
 def main() -> int:

@@ -16,6 +16,7 @@ import math
 import shutil
 import struct
 import subprocess
+import time
 import types
 from pathlib import Path
 
@@ -69,6 +70,8 @@ def _jacobi(behaviour: str, args: list) -> None:
     out[:] = jacobi_host(source.view(np.float32), int(nx), int(ny))
     if behaviour == "wrong":
         out[7] += 1e-3
+    elif behaviour == "clobber":  # right, but writes past its output into the input
+        source.view(np.float32)[3] = 42.0
 
 
 def _axpy(behaviour: str, args: list) -> None:
@@ -77,10 +80,23 @@ def _axpy(behaviour: str, args: list) -> None:
     y.view(np.float64)[: int(n)] += a * x.view(np.float64)[: int(n)]
 
 
+def _bump(behaviour: str, args: list) -> None:
+    (out,) = args
+    out += 1  # adds to what it finds: right only on a zeroed array
+
+
+def _scribble(behaviour: str, args: list) -> None:
+    inputs, out = args
+    out[:] = 1
+    inputs.view(np.int32)[0] = -1  # writes the array its pragma declares in(...)
+
+
 KERNELS = {
     "_Z11jacobi_stepPKfPfii": _jacobi,
     "_Z4axpymfPKdPd": _axpy,
     "_Z1kPKiPhPx": lambda behaviour, args: None,
+    "_Z4bumpPh": _bump,
+    "_Z8scribblePiPh": _scribble,
 }
 
 
@@ -94,7 +110,8 @@ class FakeBackend(KernelBackend):
 
     "ok" computes the right answer, "wrong" a slightly wrong one, "fault" poisons the context
     (reported at the next wait, as CUDA reports an illegal address), "hang" never finishes.
-    More than 1024 threads per block is refused at launch, as the driver does.
+    More than 1024 threads per block is refused at launch, as the driver does. It counts what
+    the runner asks of it: allocations, uploads, fills (by size), batches of timed launches.
     """
 
     name = "fake"
@@ -102,12 +119,14 @@ class FakeBackend(KernelBackend):
     def __init__(self, times=(1.0,), l2=4096):
         self.times = itertools.cycle(times)
         self.l2 = l2
-        self.launches = self.timed = self.recoveries = 0
+        self.launches = self.timed = self.recoveries = self.allocations = 0
         self.loaded: set[int] = set()
         self.buffers: set[int] = set()
         self.uploads: list[np.ndarray] = []
         self.poisoned = self.hung = False
-        self.fills = 0
+        self.fills: list[int] = []
+        self.batches: list[int] = []
+        self.copies = 0
 
     def device_name(self) -> str:
         return "Fake GPU"
@@ -120,7 +139,11 @@ class FakeBackend(KernelBackend):
 
     def fill(self, buffer, nbytes: int) -> None:
         buffer[:nbytes] = 0
-        self.fills += 1
+        self.fills.append(nbytes)
+
+    def copy(self, target, source, nbytes: int) -> None:
+        target[:nbytes] = source[:nbytes]
+        self.copies += 1
 
     def load(self, image: bytes, symbol: str) -> object:
         if self.poisoned:
@@ -136,26 +159,34 @@ class FakeBackend(KernelBackend):
 
     def allocate(self, nbytes: int) -> object:
         assert nbytes > 0
+        if self.poisoned:
+            raise BackendError("cuMemAlloc failed: CUDA_ERROR_ILLEGAL_ADDRESS")
         buffer = np.zeros(nbytes, np.uint8)
         self.buffers.add(id(buffer))
+        self.allocations += 1
         return buffer
 
     def free(self, buffer: object) -> None:
         self.buffers.remove(id(buffer))
 
     def upload(self, buffer, array: np.ndarray) -> None:
+        assert id(buffer) in self.buffers, "a buffer from before a context reset"
         buffer[: array.nbytes] = array.view(np.uint8)
         self.uploads.append(array.copy())
 
     def download(self, buffer, array: np.ndarray) -> None:
         array.view(np.uint8)[:] = buffer[: array.nbytes]
 
-    def launch(self, kernel, grid, block, shared, args) -> None:
+    def prepare(self, kernel, grid, block, shared, args) -> object:
+        return (kernel, block, list(args))
+
+    def launch(self, prepared) -> None:
+        (function, behaviour), block, args = prepared
         if self.poisoned:
             raise BackendError("cuLaunchKernel failed: CUDA_ERROR_ILLEGAL_ADDRESS")
         if math.prod(block) > 1024:
             raise BackendError("cuLaunchKernel failed: CUDA_ERROR_INVALID_VALUE: invalid argument")
-        function, behaviour = kernel
+        assert all(id(a) in self.buffers for a in args if isinstance(a, np.ndarray))
         self.launches += 1
         if behaviour == "fault":
             self.poisoned = True
@@ -164,11 +195,16 @@ class FakeBackend(KernelBackend):
         else:
             function(behaviour, args)
 
-    def timed_launch(self, kernel, grid, block, shared, args, *, timeout: float) -> float:
-        self.launch(kernel, grid, block, shared, args)
+    def timed_launches(self, prepared, count, flush, *, timeout: float) -> list[float]:
+        assert count >= 1
+        for _ in range(count):
+            if flush is not None:
+                self.fill(*flush)
+            self.launch(prepared)
         self.synchronize(timeout)
-        self.timed += 1
-        return next(self.times)
+        self.timed += count
+        self.batches.append(count)
+        return [next(self.times) for _ in range(count)]
 
     def synchronize(self, timeout: float) -> None:
         if self.poisoned:
@@ -182,6 +218,7 @@ class FakeBackend(KernelBackend):
             self.poisoned = self.hung = False
             self.loaded.clear()
             self.buffers.clear()
+            self.generation += 1
 
     def close(self) -> None:
         pass
@@ -217,8 +254,11 @@ def test_default_gives_the_reference_and_others_are_checked_against_it(specs, tm
     measured, mine = runner.measure(build(tmp_path, other), reference)
     assert measured.status == "ok" and measured.params == other
     assert mine is not None and mine.params == other
-    np.testing.assert_array_equal(backend.uploads[2], inputs)  # the same inputs every time
-    assert not backend.loaded and not backend.buffers  # everything released
+    assert len(backend.uploads) == 1  # the same inputs every time, uploaded once
+    assert not backend.loaded  # each configuration's module is unloaded
+    assert len(backend.buffers) == 2  # the `in` and `out` arrays stay for the next one
+    runner.release()
+    assert not backend.buffers
 
 
 def test_timed_until_the_median_is_stable(specs, tmp_path):
@@ -245,8 +285,12 @@ def test_l2_is_flushed_before_each_timed_launch_when_the_data_fit(
     runner = KernelRunner(specs["jacobi_step"], backend, sampling=fixed(4), flush_l2=flush_l2)
     measured, _ = runner.measure(build(tmp_path, DEFAULT))
     assert measured.compile_info["l2_flush"] is flushed
-    assert backend.fills == (4 if flushed else 0)
-    assert not backend.buffers  # the flush buffer is released too
+    assert backend.fills.count(2 * l2) == (4 if flushed else 0)
+    assert len(backend.buffers) == 2 + flushed  # the flush buffer is kept too, once
+    runner.measure(build(tmp_path, {"BLOCK_X": 16, "BLOCK_Y": 8}))
+    assert backend.allocations == 2 + flushed
+    runner.release()
+    assert not backend.buffers
 
 
 def test_gpu_conditions_are_recorded_when_a_monitor_is_given(specs, tmp_path):
@@ -285,8 +329,9 @@ def test_a_launch_the_device_refuses_is_a_runtime_error(specs, tmp_path):
     measured, mine = runner.measure(build(tmp_path, {"BLOCK_X": 128, "BLOCK_Y": 16}))
     assert measured.status == "runtime_error" and mine is None
     assert "CUDA_ERROR_INVALID_VALUE" in measured.error
-    assert backend.recoveries == 1 and not backend.buffers and not backend.loaded
+    assert backend.recoveries == 1 and not backend.loaded
     assert runner.measure(build(tmp_path, DEFAULT))[0].status == "ok"
+    assert backend.allocations == 2 and len(backend.uploads) == 1  # no reset: all kept
 
 
 def test_a_fault_resets_the_device_and_tuning_goes_on(specs, tmp_path):
@@ -356,11 +401,189 @@ def test_integer_inputs_are_small_and_out_arrays_start_at_zero(tmp_path):
     backend = FakeBackend()
     measured, reference = KernelRunner(spec, backend).measure(build(tmp_path, {"B": 1}))
     assert measured.status == "ok"
-    inputs, zeros, both = backend.uploads
+    inputs, both = backend.uploads  # `out` arrays are zeroed on the device, not uploaded
     assert inputs.dtype == np.int32 and inputs.min() >= 0 and inputs.max() < 100
-    assert zeros.dtype == np.uint8 and not zeros.any()
     assert both.dtype == np.int64 and both.any()
+    zeros = reference.outputs["o"]  # the kernel does nothing
+    assert zeros.dtype == np.uint8 and zeros.size == 10 and not zeros.any()
     assert list(reference.outputs) == ["o", "io"]
+
+
+KERNELS_CU = """
+#pragma annotune kernel bump grid(1) block(B) args(out(10))
+__global__ void bump(unsigned char *o) {}
+#pragma annotune kernel scribble grid(1) block(B) args(in(S), out(S))
+__global__ void scribble(int *i, unsigned char *o) {}
+#pragma annotune kernel axpy grid(1) block(B) args(S, 0.5, in(S), inout(S))
+__global__ void axpy(size_t n, float a, const double *x, double *y) {}
+"""
+
+
+@pytest.fixture
+def sized(tmp_path) -> dict[str, KernelSpec]:
+    """Kernels whose array lengths are the tunable S."""
+    source = tmp_path / "sized.cu"
+    source.write_text(KERNELS_CU)
+    return {spec.name: spec for spec in kernel_specs(parse_source(source), ("B", "S"))}
+
+
+def test_buffers_are_allocated_and_inputs_uploaded_once_per_size(sized, tmp_path):
+    backend = FakeBackend()
+    runner = KernelRunner(sized["axpy"], backend, warmup=0, sampling=fixed(2), flush_l2=False)
+    for block in (32, 64, 128):
+        assert runner.measure(build(tmp_path, {"B": block, "S": 100}))[0].status == "ok"
+    assert backend.allocations == 3  # x, y and y's pristine copy
+    assert [u.size for u in backend.uploads] == [100, 100]  # x and y, once
+    # Another length gets buffers of its size; the old ones are freed, not kept beside them.
+    measured, out = runner.measure(build(tmp_path, {"B": 32, "S": 300}))
+    assert measured.status == "ok" and out.outputs["y"].size == 300
+    assert backend.allocations == 6 and len(backend.buffers) == 3
+    assert [u.size for u in backend.uploads] == [100, 100, 300, 300]
+    runner.release()
+    assert not backend.buffers
+
+
+def test_inout_arrays_start_from_their_input_every_configuration(sized, tmp_path):
+    """axpy adds to y at every launch (check, warm-up, 3 timed): each configuration's checked
+    launch must still see the original y."""
+    backend = FakeBackend()
+    runner = KernelRunner(sized["axpy"], backend, warmup=1, sampling=fixed(3))
+    launch = sized["axpy"].launch({"B": 32, "S": 50})
+    x, y = runner.input_array(2, launch.args[2]), runner.input_array(3, launch.args[3])
+    expected = y + np.float32(0.5) * x
+    measured, reference = runner.measure(build(tmp_path, {"B": 32, "S": 50}))
+    for block in (64, 128, 256):
+        measured, out = runner.measure(build(tmp_path, {"B": block, "S": 50}), reference)
+        assert measured.status == "ok", measured.error
+        np.testing.assert_array_equal(out.outputs["y"], expected)
+    assert backend.copies == 4 and len(backend.uploads) == 2
+
+
+def test_out_arrays_are_zeroed_before_every_checked_launch(sized, tmp_path):
+    backend = FakeBackend()
+    runner = KernelRunner(sized["bump"], backend, warmup=2, sampling=fixed(3), flush_l2=False)
+    _, reference = runner.measure(build(tmp_path, {"B": 1, "S": 1}))
+    for block in (2, 4):
+        measured, out = runner.measure(build(tmp_path, {"B": block, "S": 1}), reference)
+        assert measured.status == "ok", measured.error  # not 1 + 2 + 3 from the last one
+        np.testing.assert_array_equal(out.outputs["o"], np.ones(10, np.uint8))
+    assert backend.fills == [10, 10, 10] and not backend.uploads
+
+
+def test_a_kernel_that_writes_an_in_array_is_an_error_at_that_argument(sized, tmp_path):
+    backend = FakeBackend()
+    runner = KernelRunner(sized["scribble"], backend)
+    with pytest.raises(AnnotuneError) as caught:
+        runner.measure(build(tmp_path, {"B": 1, "S": 8}))
+    assert caught.value.location == sized["scribble"].args[0].location
+    assert "writes 'i'" in caught.value.message and "declare it inout(...)" in caught.value.message
+    assert not backend.buffers and not backend.loaded
+
+
+def test_inputs_are_checked_for_writes_once(specs, tmp_path):
+    backend = FakeBackend()
+    runner = KernelRunner(specs["jacobi_step"], backend, warmup=0, sampling=fixed(1))
+    original = backend.download
+    downloads = []
+    backend.download = lambda buffer, array: (downloads.append(array.size), original(buffer, array))
+    _, reference = runner.measure(build(tmp_path, DEFAULT))
+    runner.measure(build(tmp_path, {"BLOCK_X": 16, "BLOCK_Y": 8}), reference)
+    assert downloads == [60000, 60000, 60000]  # out, in (the first time only), out
+
+
+def test_inputs_an_earlier_configuration_overwrote_are_uploaded_again(specs, tmp_path):
+    backend = FakeBackend()
+    runner = KernelRunner(specs["jacobi_step"], backend, warmup=0, sampling=fixed(2))
+    _, reference = runner.measure(build(tmp_path, DEFAULT))
+    clobbered = runner.measure(build(tmp_path, {"BLOCK_X": 16, "BLOCK_Y": 8}, "clobber"), reference)
+    assert clobbered[0].status == "ok"  # its own output was right
+    measured, _ = runner.measure(build(tmp_path, {"BLOCK_X": 64, "BLOCK_Y": 2}), reference)
+    assert measured.status == "ok", measured.error  # judged again on fresh inputs
+    assert len(backend.uploads) == 2
+    wrong, _ = runner.measure(build(tmp_path, DEFAULT, "wrong"), reference)
+    assert wrong.status == "wrong_output" and len(backend.uploads) == 2  # inputs intact: kept
+
+
+def test_after_a_fault_the_kept_buffers_are_dropped_and_uploaded_again(specs, tmp_path):
+    backend = FakeBackend()
+    runner = KernelRunner(specs["jacobi_step"], backend, sampling=fixed(2))
+    _, reference = runner.measure(build(tmp_path, DEFAULT))
+    assert runner.measure(build(tmp_path, DEFAULT, "fault"), reference)[0].status == (
+        "runtime_error"
+    )
+    assert not backend.buffers  # the reset took them
+    measured, out = runner.measure(build(tmp_path, {"BLOCK_X": 16, "BLOCK_Y": 8}), reference)
+    assert measured.status == "ok", measured.error  # the fake refuses any stale buffer
+    np.testing.assert_array_equal(out.outputs["out"], reference.outputs["out"])
+    assert len(backend.uploads) == 2 and len(backend.buffers) == 2
+
+
+def one_at_a_time(rule: Sampling, sequence: list[float], stop_above=None) -> int:
+    """How many times the rule keeps when asked after every launch (no time cap reached)."""
+    for n in range(1, len(sequence) + 1):
+        if rule.enough(sequence[:n], 0.0, stop_above):
+            return n
+    raise AssertionError("the sequence is too short")
+
+
+@pytest.mark.parametrize(
+    "sequence",
+    [
+        [2.0, 2.01],
+        [1.0, 2.0],
+        [1.0, 1.1, 1.05, 0.98, 1.2, 1.01, 1.0, 0.97],
+        list(np.random.default_rng(2).lognormal(0.0, 0.02, 60)),  # stable before the batch ends
+        list(np.random.default_rng(4).lognormal(0.0, 0.05, 60)),
+    ],
+    ids=["steady", "noisy", "slowly-stable", "surplus", "lognormal"],
+)
+@pytest.mark.parametrize("rule", [Sampling(), Sampling(min_runs=3, max_runs=40)], ids=str)
+def test_batched_timing_keeps_what_the_rule_keeps_one_at_a_time(specs, tmp_path, sequence, rule):
+    backend = FakeBackend(times=sequence)
+    runner = KernelRunner(specs["jacobi_step"], backend, sampling=rule)
+    measured, _ = runner.measure(build(tmp_path, DEFAULT))
+    repeated = (sequence * rule.max_runs)[: rule.max_runs]
+    kept = one_at_a_time(rule, repeated)
+    assert measured.times == tuple(repeated[:kept])
+    assert backend.batches[0] == rule.min_runs
+    assert kept <= backend.timed <= rule.max_runs  # some surplus perhaps, never past the cap
+    assert all(size <= max(rule.min_runs, sum(backend.batches[:i])) for i, size in
+               enumerate(backend.batches))  # fmt: skip
+
+
+def test_a_clearly_slow_configuration_gets_one_batch(specs, tmp_path):
+    backend = FakeBackend(times=(1.0, 2.0))
+    runner = KernelRunner(specs["jacobi_step"], backend, sampling=Sampling(min_runs=4))
+    measured, _ = runner.measure(build(tmp_path, DEFAULT), stop_above=0.5)
+    assert len(measured.times) == 4 and backend.batches == [4]
+
+
+class SlowBatches(FakeBackend):
+    """Each batch of timed launches takes 20 ms of wall time; each launch 1 ms on the 'GPU'."""
+
+    def timed_launches(self, prepared, count, flush, *, timeout):
+        time.sleep(0.02)
+        return super().timed_launches(prepared, count, flush, timeout=timeout)
+
+
+def test_each_measurement_says_where_its_time_went(specs, tmp_path):
+    backend = SlowBatches(times=(1.0,))
+    runner = KernelRunner(specs["jacobi_step"], backend, sampling=fixed(5))
+    measured, _ = runner.measure(build(tmp_path, DEFAULT))
+    seconds = measured.compile_info["run_seconds"]
+    assert set(seconds) == {"wall", "setup", "gpu"}
+    assert seconds["gpu"] == pytest.approx(5 * 1e-3)  # five launches' event times
+    assert seconds["wall"] >= 0.02 + seconds["setup"]  # the timed batch is not setup
+    assert seconds["setup"] > 0 and seconds["gpu"] <= seconds["wall"]
+    for failed in (
+        BuildResult(DEFAULT, None, error="compile failed"),
+        build(tmp_path, {"BLOCK_X": 128, "BLOCK_Y": 16}),
+        build(tmp_path, DEFAULT, "fault"),
+    ):
+        measured, _ = runner.measure(failed)
+        seconds = measured.compile_info["run_seconds"]
+        assert measured.status != "ok" and seconds["gpu"] == 0
+        assert 0 <= seconds["setup"] == seconds["wall"]
 
 
 def test_compare_outputs():
@@ -539,6 +762,10 @@ class FakeCudaDriver:
         ctypes.memmove(host, device, nbytes)
         return self._status()
 
+    def cuMemcpyDtoDAsync(self, target, source, nbytes, stream):
+        ctypes.memmove(target, source, nbytes)
+        return self._status()
+
     def cuFuncSetAttribute(self, function, attribute, value):
         self.shared_opt_in.append(value)
         return (0,)
@@ -686,6 +913,9 @@ class FakePycuda(types.SimpleNamespace):
             memcpy_dtoh=lambda array, buffer: ctypes.memmove(
                 array.ctypes.data, int(buffer), array.nbytes
             ),
+            memcpy_dtod_async=lambda target, source, nbytes: ctypes.memmove(
+                int(target), int(source), nbytes
+            ),
             memset_d8=lambda buffer, value, nbytes: ctypes.memset(int(buffer), value, nbytes),
             function_attribute=types.SimpleNamespace(MAX_DYNAMIC_SHARED_SIZE_BYTES=8),
             device_attribute=types.SimpleNamespace(L2_CACHE_SIZE="L2_CACHE_SIZE"),
@@ -742,7 +972,7 @@ def test_more_than_48k_of_shared_memory_is_opted_into(tmp_path):
     assert runner.measure(build(tmp_path, {"B": 32}))[0].status == "ok"
     assert driver.shared_opt_in == []
     assert runner.measure(build(tmp_path, {"B": 64}))[0].status == "ok"
-    assert driver.shared_opt_in == [65536, 65536]
+    assert driver.shared_opt_in == [65536]  # once, when the launch is prepared
 
 
 # --- choosing a backend --------------------------------------------------------------------------
@@ -800,6 +1030,9 @@ def test_real_kernels_on_the_gpu(name, specs, tmp_path):
         default, reference = runner.measure(nvcc_cubin(tmp_path, backend, DEFAULT))
         assert default.status == "ok", default.error
         assert default.time > 0 and len(default.times) == 3
+        seconds = default.compile_info["run_seconds"]
+        assert sum(default.times) / 1e3 == pytest.approx(seconds["gpu"])
+        assert 0 < seconds["gpu"] <= seconds["wall"] - seconds["setup"]  # inside the batches
         inputs = runner.input_array(0, specs["jacobi_step"].launch(DEFAULT).args[0])
         np.testing.assert_allclose(
             reference.outputs["out"], jacobi_host(inputs, 300, 200), rtol=1e-6
@@ -818,6 +1051,11 @@ def test_real_kernels_on_the_gpu(name, specs, tmp_path):
         launch = specs["axpy"].launch(DEFAULT)
         x, y = axpy.input_array(2, launch.args[2]), axpy.input_array(3, launch.args[3])
         np.testing.assert_allclose(out.outputs["y"], y + np.float32(0.5) * x, rtol=1e-12)
+        again, same = axpy.measure(
+            nvcc_cubin(tmp_path, backend, {"BLOCK_X": 64, "BLOCK_Y": 2}), out
+        )
+        assert again.status == "ok", again.error  # y starts from its input again
+        np.testing.assert_array_equal(same.outputs["y"], out.outputs["y"])
         typed = KernelRunner(specs["typed"], backend, sampling=fixed(1))
         assert typed.measure(nvcc_cubin(tmp_path, backend, DEFAULT))[0].status == "ok"
 

@@ -175,6 +175,28 @@ def test_the_time_cap_ends_the_repeats(tmp_path):
     assert 2 <= len(ProgramRunner(spec).measure(build).times) <= 8
 
 
+def test_each_measurement_says_where_its_time_went(tmp_path):
+    """Each run sleeps 30 ms but reports 2 ms: the rest is set-up, the warm-up run all of it."""
+    build = program(
+        tmp_path, 'int main(void) { usleep(30000); printf("annotune-time-ms: 2\\n"); return 0; }'
+    )
+    m = ProgramRunner(RunSpec(warmup=1, repeats=3, max_repeats=3)).measure(build)
+    seconds = m.compile_info["run_seconds"]
+    assert m.status == "ok" and set(seconds) == {"wall", "setup", "gpu"}
+    assert seconds["gpu"] == pytest.approx(3 * 2e-3)  # the timed runs' reported times
+    assert seconds["setup"] >= 4 * 0.03 - seconds["gpu"]  # 4 runs' sleep, less what was timed
+    assert seconds["setup"] + seconds["gpu"] <= seconds["wall"] + 1e-9
+    failed = ProgramRunner(RunSpec()).measure(BuildResult({"A": 1}, None, error="boom"))
+    assert failed.compile_info["run_seconds"]["gpu"] == 0
+
+
+def test_a_program_that_reports_more_than_it_took_has_no_negative_setup(tmp_path):
+    build = program(tmp_path, 'int main(void) { printf("annotune-time-ms: 60000\\n"); }')
+    m = ProgramRunner(RunSpec(warmup=0, repeats=1, max_repeats=1)).measure(build)
+    assert m.compile_info["run_seconds"]["gpu"] == 60.0
+    assert m.compile_info["run_seconds"]["setup"] == 0.0
+
+
 def test_the_timing_source_is_explicit(tmp_path):
     silent = program(tmp_path, 'int main(void) { printf("done\\n"); return 0; }')
     header = ProgramRunner(RunSpec(repeats=1, warmup=0, timing_header=True)).measure(silent)

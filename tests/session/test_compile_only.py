@@ -1,5 +1,6 @@
 """`tune --compile-only`: which configurations are compiled, what is counted, and the
-architecture nvcc is given. The nvcc tests skip where nvcc is not installed."""
+architecture nvcc (or NVRTC) is given. The nvcc tests skip where nvcc is not installed, the
+NVRTC one where NVRTC is not either."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 
 from annotune.annotate import read_problem
 from annotune.builder import CompilerCommand
+from annotune.builder.nvrtc import nvrtc_unavailable
 from annotune.core.diagnostics import AnnotuneError
 from annotune.session.compile_only import compile_configurations
 from annotune.session.tuner import TuneOptions
@@ -131,3 +133,42 @@ def test_an_architecture_needs_nvcc_without_one_of_its_own(tmp_path):
         compile_configurations(problem, TuneOptions(), "90")
     with pytest.raises(AnnotuneError, match="no NVIDIA GPU of annotune's table"):
         compile_configurations(problem, TuneOptions(device="AMD Instinct MI250X"))
+
+
+KERNEL = """\
+#include <cstdio>
+#define N 4096
+#ifndef BLOCK
+#define BLOCK 128 // @tune values(128, 256, 512)
+#endif
+#if BLOCK == 512 && defined(__CUDACC_RTC__)
+#error not for NVRTC
+#endif
+#pragma annotune kernel twice grid(N / BLOCK) block(BLOCK) args(inout(N))
+__global__ void twice(float *x) {
+  __shared__ float s[BLOCK];
+  s[threadIdx.x] = x[blockIdx.x * BLOCK + threadIdx.x];
+  __syncthreads();
+  x[blockIdx.x * BLOCK + threadIdx.x] = 2 * s[BLOCK - 1 - threadIdx.x];
+}
+int main() { printf("%d\\n", N); }
+"""
+
+
+@needs_nvcc
+@pytest.mark.skipif(bool(nvrtc_unavailable()), reason=nvrtc_unavailable() or "-")
+def test_kernel_mode_compiles_with_nvrtc_and_counts_what_nvcc_compiled_instead(tmp_path):
+    path = tmp_path / "twice.cu"
+    path.write_text(KERNEL)
+    problem = read_problem(path)
+    report = compile_configurations(problem, TuneOptions(budget=None, jobs=2))
+    assert (report.compiled, report.failed, report.transient, report.cached) == (3, 0, 0, 0)
+    assert report.fallbacks == 1 and report.to_json()["fallbacks"] == 1  # BLOCK 512: nvcc
+    assert report.command.startswith("NVRTC ") and "--gpu-architecture=sm_75" in report.command
+    assert report.arch == "sm_75" and report.warnings == ()
+    (kernel,) = report.kernels
+    assert kernel.kernel == "_Z5twicePf" and kernel.shared_bytes == (128 * 4, 512 * 4)
+
+    again = compile_configurations(problem, TuneOptions(budget=1, jobs=2), arch="sm_90")
+    assert again.arch == "sm_90" and "--gpu-architecture=sm_90" in again.command
+    assert (again.compiled, again.cached, again.fallbacks) == (1, 0, 0)

@@ -135,7 +135,10 @@ def test_a_tune_killed_mid_run_leaves_a_whole_database_and_a_claim_taken_over(tm
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     measured = sorted(json.loads(params)["X"] for (params,) in stored(tmp_path))
     assert measured == sorted(int(x) for x in before[:-1]) and before[-1] == "3"
-    assert stored(tmp_path, "claims") == [('{"X":3}', first.pid)]  # left by the dead tune
+    # Left by the dead tune: the one it was running and the rest of its batch, none measured.
+    claims = stored(tmp_path, "claims")
+    assert ('{"X":3}', first.pid) in claims and {pid for _, pid in claims} == {first.pid}
+    assert not {json.loads(params)["X"] for params, _ in claims} & set(measured)
 
     second = annotune(tmp_path, "--budget", "5", "--jobs", "1")
     out, err = second.communicate(timeout=60)

@@ -190,18 +190,21 @@ def test_iterml_finds_the_optimum_with_fewer_measurements_than_the_space(workdir
     assert report.best.time <= 10.5
 
 
-def test_without_the_target_gpus_features_it_warns_and_searches_alone(workdir):
-    """Another GPU's study is there, but "test-device" has no known device features."""
+def test_without_the_target_gpus_features_it_warns_and_learns_from_what_is_shared(workdir):
+    """Another GPU's study is there, but "test-device" has no known device features and no
+    vendor in its name: the other GPU is still learned from, on no device feature, and the
+    report says which are missing and how to add them."""
     problem = read_problem(workdir / "synthetic.c")
     key = StudyKey.for_problem(problem, device="NVIDIA A100-PCIE-40GB", build={})
     with Database(default_db_path(problem.source)) as db:
         study = db.open_study(key, device_features=lookup("NVIDIA A100-PCIE-40GB").to_json())
         db.record(study, Measurement({"X": 4, "Y": 2}, "ok", 1.0))
     report = tune(problem, options(strategy="iterml", budget=3))
-    assert report.to_json()["transfer"] is None
+    transfer = report.to_json()["transfer"]
+    assert transfer["sources"] == ["NVIDIA A100-PCIE-40GB"] and transfer["features"] == []
     (warning,) = report.warnings
     assert "no device features known for 'test-device'" in warning
-    assert "NVIDIA A100-PCIE-40GB" in warning
+    assert "missing vendor_nvidia, compute_capability" in warning and "--gpus FILE" in warning
 
 
 KILLED_ONCE = """#include <stdio.h>

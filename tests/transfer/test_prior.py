@@ -69,21 +69,27 @@ def test_each_other_gpu_gives_its_largest_study_of_the_same_source_and_space(pro
     assert prior.selection is not None and prior.warnings == ()
 
 
-def test_unknown_device_features_skip_that_source_with_a_warning(problem, tmp_path):
+def test_a_source_known_nowhere_is_learned_from_on_the_features_all_share(problem, tmp_path):
     with Database(tmp_path / "r.db") as db:
         record(db, problem, A100, [(7, 1), (2, 2)])
         record(db, problem, "Prototype GPU X", [(7, 1), (3, 2)], features=False)
         prior = gather(db, problem)
-    assert prior.sources == (A100,)
-    assert any("Prototype GPU X" in w for w in prior.warnings)
+    assert prior.sources == (A100, "Prototype GPU X")
+    assert prior.target_features == () and all(t.features == () for t in prior.tasks)
+    (warning,) = prior.warnings
+    assert "Prototype GPU X" in warning and "transfer uses only no device feature" in warning
 
 
-def test_unknown_target_features_mean_no_transfer(problem, tmp_path):
+def test_an_unknown_target_learns_through_the_nearest_known_gpu(problem, tmp_path):
     with Database(tmp_path / "r.db") as db:
         record(db, problem, A100, [(7, 1), (2, 2)])
-        key = StudyKey.for_problem(problem, device="Prototype GPU X", build={})
+        record(db, problem, MI250X, [(7, 1), (3, 2)])
+        key = StudyKey.for_problem(problem, device="NVIDIA RTX A5500", build={})
         prior = gather_prior(candidates_of(problem), key, None, db=db, rng=np.random.default_rng(0))
-    assert prior.tasks == () and "iterml alone" in prior.warnings[0]
+    assert sorted(prior.sources) == sorted([A100, MI250X])
+    assert len(prior.target_features) == len(prior.tasks[0].features)
+    (warning,) = prior.warnings
+    assert "'NVIDIA RTX A5500'" in warning and "NVIDIA Ampere" in warning
 
 
 def test_a_results_file_of_the_target_itself_is_not_learned_from(problem, tmp_path):

@@ -1,11 +1,12 @@
 """The interface every kernel-mode backend implements, and the errors it raises.
 
 A backend is a thin layer over one CUDA driver binding: load a cubin, move arrays, launch,
-time with CUDA events. It decides nothing: the kernel runner owns warm-up, repeats, inputs and
-checking, so the two real backends and the tests' CPU stand-in stay interchangeable. Every
-failure of the device or the driver is raised as `BackendError`; the runner turns it into the
-measurement's status, and calls `recover()` so that one crashing configuration does not take
-the rest of the study with it.
+time with CUDA events. Timed launches come in batches queued back to back and waited for once,
+so that between two launches Python does only what queueing them takes. It decides nothing:
+the kernel runner owns warm-up, repeats, inputs and checking, so the two real backends and the
+tests' CPU stand-in stay interchangeable. Every failure of the device or the driver is raised
+as `BackendError`; the runner turns it into the measurement's status, and calls `recover()` so
+that one crashing configuration does not take the rest of the study with it.
 
 Contract: one backend object holds one CUDA context, current on the thread that created it;
 use it from that thread only. Waits never block past their `timeout`.
@@ -21,6 +22,8 @@ from typing import ClassVar
 import numpy as np
 
 Dims = tuple[int, int, int]
+Flush = tuple[object, int]
+"""A buffer and how many of its bytes to clear before each timed launch (the L2 flush)."""
 
 
 DEFAULT_SHARED_LIMIT = 48 * 1024
@@ -42,11 +45,15 @@ class BackendUnavailable(Exception):
 class KernelBackend(ABC):
     """Loads kernels from cubins, moves arrays and launches them on one CUDA device.
 
-    Handles (`load`'s kernel, `allocate`'s buffer) are opaque to callers. Launch arguments are
-    buffers for pointer parameters and numpy scalars of the parameter's exact type for the rest.
+    Handles (`load`'s kernel, `allocate`'s buffer, `prepare`'s launch) are opaque to callers.
+    Launch arguments are buffers for pointer parameters and numpy scalars of the parameter's
+    exact type for the rest.
     """
 
     name: ClassVar[str]
+    generation: int = 0
+    """How many times the context was (re)created: a handle from an earlier generation is gone,
+    so whoever keeps buffers across launches compares it before using them."""
 
     @abstractmethod
     def device_name(self) -> str:
@@ -89,23 +96,29 @@ class KernelBackend(ABC):
         order): writing a buffer larger than L2 evicts what earlier launches left there."""
 
     @abstractmethod
-    def launch(
-        self, kernel: object, grid: Dims, block: Dims, shared: int, args: Sequence[object]
-    ) -> None:
-        """Start one launch (asynchronously); `shared` is the dynamic shared memory in bytes."""
+    def copy(self, target: object, source: object, nbytes: int) -> None:
+        """Copy the first `nbytes` of `source` to `target` on the device (asynchronously, in
+        launch order): an `inout` array's input restored without crossing the bus."""
 
     @abstractmethod
-    def timed_launch(
-        self,
-        kernel: object,
-        grid: Dims,
-        block: Dims,
-        shared: int,
-        args: Sequence[object],
-        *,
-        timeout: float,
-    ) -> float:
-        """One launch between two CUDA events, waited for: its time in milliseconds."""
+    def prepare(
+        self, kernel: object, grid: Dims, block: Dims, shared: int, args: Sequence[object]
+    ) -> object:
+        """One configuration's launch, with its arguments packed once for every launch of it;
+        `shared` is the dynamic shared memory in bytes. Valid while `kernel` is loaded."""
+
+    @abstractmethod
+    def launch(self, prepared: object) -> None:
+        """Start one prepared launch (asynchronously)."""
+
+    @abstractmethod
+    def timed_launches(
+        self, prepared: object, count: int, flush: Flush | None, *, timeout: float
+    ) -> list[float]:
+        """`count` (>= 1) launches queued back to back, each between its own pair of CUDA
+        events, with `flush` (a buffer and its size) cleared before each; one wait, of at most
+        `timeout` seconds, for the last event; then every launch's time in milliseconds, in
+        launch order."""
 
     @abstractmethod
     def synchronize(self, timeout: float) -> None:
@@ -116,7 +129,8 @@ class KernelBackend(ABC):
         """After a BackendError: make the device usable again.
 
         Sticky errors (an illegal address, a trap) poison the CUDA context; then every handle
-        is lost and the context is recreated. Other errors leave it as it is.
+        is lost, the context is recreated and `generation` goes up. Other errors leave it as
+        it is.
         """
 
     @abstractmethod

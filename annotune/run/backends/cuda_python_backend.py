@@ -3,7 +3,9 @@
 This is what the lent GPU machines ship. Every driver call returns a tuple whose first element
 is a CUresult; `_check` turns a failure into BackendError with the error's name and text.
 Kernel arguments go to cuLaunchKernel as an array of pointers to each value, so the driver
-lays them out itself (no hand-computed alignment).
+lays them out itself (no hand-computed alignment); the array is built once per configuration
+(`prepare`). Timed launches get a pair of events each, from a pool that lives as long as the
+context.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from annotune.run.backends.base import (
     BackendError,
     BackendUnavailable,
     Dims,
+    Flush,
     KernelBackend,
     wait_until,
 )
@@ -40,6 +43,19 @@ def _import_driver():
 class _Kernel:
     module: object
     function: object
+
+
+@dataclass(frozen=True)
+class _Launch:
+    """A prepared launch: cuLaunchKernel's array of pointers to each argument's value."""
+
+    function: object
+    grid: Dims
+    block: Dims
+    shared: int
+    values: tuple[np.ndarray, ...]  # what `pointers` points into: kept alive with it
+    pointers: np.ndarray
+    address: int  # of `pointers`, as cuLaunchKernel takes it
 
 
 class CudaPythonBackend(KernelBackend):
@@ -70,9 +86,14 @@ class CudaPythonBackend(KernelBackend):
         d = self._driver
         self._context = self._check(d.cuDevicePrimaryCtxRetain(self._device), "cuCtxRetain")
         self._check(d.cuCtxSetCurrent(self._context), "cuCtxSetCurrent")
-        flags = d.CUevent_flags.CU_EVENT_DEFAULT
-        self._start = self._check(d.cuEventCreate(flags), "cuEventCreate")
-        self._stop = self._check(d.cuEventCreate(flags), "cuEventCreate")
+        self._stop = self._new_event()
+        self._last = self._stop  # the event recorded last: what `recover` asks
+        self._pairs: list[tuple[object, object]] = []  # timed launches' events, made as needed
+        self.generation += 1
+
+    def _new_event(self) -> object:
+        flags = self._driver.CUevent_flags.CU_EVENT_DEFAULT
+        return self._check(self._driver.cuEventCreate(flags), "cuEventCreate")
 
     def _error_text(self, error: object) -> str:
         _, name = self._driver.cuGetErrorName(error)
@@ -157,9 +178,12 @@ class CudaPythonBackend(KernelBackend):
     def fill(self, buffer: object, nbytes: int) -> None:
         self._check(self._driver.cuMemsetD8(buffer, 0, nbytes), "cuMemsetD8")
 
-    def launch(
+    def copy(self, target: object, source: object, nbytes: int) -> None:
+        self._check(self._driver.cuMemcpyDtoDAsync(target, source, nbytes, 0), "cuMemcpyDtoD")
+
+    def prepare(
         self, kernel: object, grid: Dims, block: Dims, shared: int, args: Sequence[object]
-    ) -> None:
+    ) -> _Launch:
         assert isinstance(kernel, _Kernel)
         d = self._driver
         if shared > DEFAULT_SHARED_LIMIT:
@@ -171,37 +195,51 @@ class CudaPythonBackend(KernelBackend):
                 ),
                 "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)",
             )
-        values = [
+        values = tuple(
             np.array([arg]) if isinstance(arg, np.generic) else np.array([int(arg)], np.uint64)
             for arg in args
-        ]
+        )
         pointers = np.array([value.ctypes.data for value in values], dtype=np.uint64)
+        return _Launch(kernel.function, grid, block, shared, values, pointers, pointers.ctypes.data)
+
+    def launch(self, prepared: object) -> None:
+        assert isinstance(prepared, _Launch)
         self._check(
-            d.cuLaunchKernel(kernel.function, *grid, *block, shared, 0, pointers.ctypes.data, 0),
+            self._driver.cuLaunchKernel(
+                prepared.function,
+                *prepared.grid,
+                *prepared.block,
+                prepared.shared,
+                0,
+                prepared.address,
+                0,
+            ),
             "cuLaunchKernel",
         )
 
-    def timed_launch(
-        self,
-        kernel: object,
-        grid: Dims,
-        block: Dims,
-        shared: int,
-        args: Sequence[object],
-        *,
-        timeout: float,
-    ) -> float:
+    def timed_launches(
+        self, prepared: object, count: int, flush: Flush | None, *, timeout: float
+    ) -> list[float]:
         d = self._driver
-        self._check(d.cuEventRecord(self._start, 0), "cuEventRecord")
-        self.launch(kernel, grid, block, shared, args)
-        self._check(d.cuEventRecord(self._stop, 0), "cuEventRecord")
-        self._wait(self._stop, timeout, "the kernel")
-        return float(
-            self._check(d.cuEventElapsedTime(self._start, self._stop), "cuEventElapsedTime")
-        )
+        while len(self._pairs) < count:
+            self._pairs.append((self._new_event(), self._new_event()))
+        pairs = self._pairs[:count]
+        for start, stop in pairs:
+            if flush is not None:
+                self.fill(*flush)
+            self._check(d.cuEventRecord(start, 0), "cuEventRecord")
+            self.launch(prepared)
+            self._check(d.cuEventRecord(stop, 0), "cuEventRecord")
+        self._last = pairs[-1][1]
+        self._wait(self._last, timeout, "the kernel")
+        return [
+            float(self._check(d.cuEventElapsedTime(start, stop), "cuEventElapsedTime"))
+            for start, stop in pairs
+        ]
 
     def synchronize(self, timeout: float) -> None:
         self._check(self._driver.cuEventRecord(self._stop, 0), "cuEventRecord")
+        self._last = self._stop
         self._wait(self._stop, timeout, "the device")
 
     def _wait(self, event: object, timeout: float, what: str) -> None:
@@ -224,7 +262,7 @@ class CudaPythonBackend(KernelBackend):
         kernel that hangs.
         """
         d = self._driver
-        if d.cuEventQuery(self._stop)[0] == d.CUresult.CUDA_SUCCESS:
+        if d.cuEventQuery(self._last)[0] == d.CUresult.CUDA_SUCCESS:
             return
         d.cuDevicePrimaryCtxRelease(self._device)
         self._check(d.cuDevicePrimaryCtxReset(self._device), "cuDevicePrimaryCtxReset")
@@ -232,6 +270,6 @@ class CudaPythonBackend(KernelBackend):
 
     def close(self) -> None:
         d = self._driver
-        d.cuEventDestroy(self._start)
-        d.cuEventDestroy(self._stop)
+        for event in [self._stop, *(event for pair in self._pairs for event in pair)]:
+            d.cuEventDestroy(event)
         d.cuDevicePrimaryCtxRelease(self._device)

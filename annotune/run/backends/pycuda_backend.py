@@ -2,7 +2,8 @@
 
 Launches go through `prepare`/`prepared_call` with a struct format built from the arguments'
 types: pycuda packs them with native alignment, which is how CUDA lays out kernel parameters,
-so mixed sizes (`size_t n, float a, double *x`) land where the kernel reads them.
+so mixed sizes (`size_t n, float a, double *x`) land where the kernel reads them. The format
+is set once per configuration (`prepare`); pycuda still packs the values at each call, in C.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from annotune.run.backends.base import (
     BackendError,
     BackendUnavailable,
     Dims,
+    Flush,
     KernelBackend,
     wait_until,
 )
@@ -34,6 +36,17 @@ def _import_pycuda():
 class _Kernel:
     module: object  # pycuda frees the module when this, its last reference, goes
     function: object
+
+
+@dataclass(frozen=True)
+class _Launch:
+    """A prepared launch: the function (its struct format set) and the values to pack."""
+
+    function: object
+    grid: Dims
+    block: Dims
+    shared: int
+    values: tuple[object, ...]
 
 
 class PycudaBackend(KernelBackend):
@@ -58,8 +71,10 @@ class PycudaBackend(KernelBackend):
 
     def _open_context(self) -> None:
         self._context = self._device.make_context()
-        self._start = self._cuda.Event()
         self._stop = self._cuda.Event()
+        self._last = self._stop  # the event recorded last: what `recover` asks
+        self._pairs: list[tuple[object, object]] = []  # timed launches' events, made as needed
+        self.generation += 1
 
     def _call(self, what: str, function, *args, **kwargs):
         """Run a pycuda call; its errors become BackendError."""
@@ -102,53 +117,61 @@ class PycudaBackend(KernelBackend):
     def fill(self, buffer: object, nbytes: int) -> None:
         self._call("clearing device memory", self._cuda.memset_d8, buffer, 0, nbytes)
 
-    def launch(
+    def copy(self, target: object, source: object, nbytes: int) -> None:
+        self._call("copying on the device", self._cuda.memcpy_dtod_async, target, source, nbytes)
+
+    def prepare(
         self, kernel: object, grid: Dims, block: Dims, shared: int, args: Sequence[object]
-    ) -> None:
+    ) -> _Launch:
         assert isinstance(kernel, _Kernel)
         function = kernel.function
         if shared > DEFAULT_SHARED_LIMIT:
             attribute = self._cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES
             self._call("raising the shared memory limit", function.set_attribute, attribute, shared)
         formats = "".join(arg.dtype.char if isinstance(arg, np.generic) else "P" for arg in args)
-        values = [arg if isinstance(arg, np.generic) else int(arg) for arg in args]
+        values = tuple(arg if isinstance(arg, np.generic) else int(arg) for arg in args)
         self._call("preparing the launch", function.prepare, formats)
+        return _Launch(function, grid, block, shared, values)
+
+    def launch(self, prepared: object) -> None:
+        assert isinstance(prepared, _Launch)
         self._call(
             "launching the kernel",
-            function.prepared_call,
-            grid,
-            block,
-            *values,
-            shared_size=shared,
+            prepared.function.prepared_call,
+            prepared.grid,
+            prepared.block,
+            *prepared.values,
+            shared_size=prepared.shared,
         )
 
-    def timed_launch(
-        self,
-        kernel: object,
-        grid: Dims,
-        block: Dims,
-        shared: int,
-        args: Sequence[object],
-        *,
-        timeout: float,
-    ) -> float:
-        self._call("recording an event", self._start.record)
-        self.launch(kernel, grid, block, shared, args)
-        self._call("recording an event", self._stop.record)
+    def timed_launches(
+        self, prepared: object, count: int, flush: Flush | None, *, timeout: float
+    ) -> list[float]:
+        while len(self._pairs) < count:
+            self._pairs.append((self._cuda.Event(), self._cuda.Event()))
+        pairs = self._pairs[:count]
+        for start, stop in pairs:
+            if flush is not None:
+                self.fill(*flush)
+            self._call("recording an event", start.record)
+            self.launch(prepared)
+            self._call("recording an event", stop.record)
+        self._last = pairs[-1][1]
         self._wait(timeout, "the kernel")
-        return float(self._call("reading the events", self._start.time_till, self._stop))
+        return [float(self._call("reading the events", a.time_till, b)) for a, b in pairs]
 
     def synchronize(self, timeout: float) -> None:
         self._call("recording an event", self._stop.record)
+        self._last = self._stop
         self._wait(timeout, "the device")
 
     def _wait(self, timeout: float, what: str) -> None:
-        wait_until(lambda: self._call(f"waiting for {what}", self._stop.query), timeout, what)
+        wait_until(lambda: self._call(f"waiting for {what}", self._last.query), timeout, what)
 
     def recover(self) -> None:
         """A new context when the last event reports a fault or is still pending (a hang)."""
         try:
-            if self._stop.query():
+            if self._last.query():
                 return
         except self._cuda.Error:
             pass

@@ -3,6 +3,14 @@
 // thread block, one thread per output entry: x walks the columns (coalesced), y the rows.
 // Inputs in {-1, 0, 1} and binary-fraction alpha, beta keep every sum exact in float: the result
 // and the checksum do not depend on the configuration.
+//
+// Kernel mode (`annotune tune 2mm.cu`; `--mode program` runs the program instead) launches one
+// matmul: the second of main's two, D = T * C + beta * D, which also reads D. Both launches run
+// the same code with the same grid and block, so what is fastest for one is for the other; a
+// pragma is per kernel, and main's two differ only in their arguments. Inputs are generated
+// (uniform in [0, 1): sums are rounded), but every configuration sums each entry over k in the
+// same order (blocks and unrolling change neither the order nor the fused multiply-adds), so
+// outputs agree bit for bit and the default tolerance holds.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +22,8 @@
 #ifndef N
 #define N 1024
 #endif
+#define ALPHA 1.5f
+#define BETA 1.25f
 
 // Tunables, guarded so that `-D` and annotune's force-included header override them. The block
 // shape is tuned as in the IterML paper: x and y from 1 to 1024 with x*y <= 1024 (7,262 legal
@@ -32,6 +42,8 @@
 #endif
 
 // out = scale * x * y + beta * out (beta == 0: out is only written).
+#pragma annotune kernel matmul grid((N + BLOCK_X - 1) / BLOCK_X, (N + BLOCK_Y - 1) / BLOCK_Y) \
+    block(BLOCK_X, BLOCK_Y) args(in(N * N), in(N * N), inout(N * N), 1.0f, BETA)
 __global__ void matmul(const float *__restrict__ x, const float *__restrict__ y,
                        float *__restrict__ out, float scale, float beta) {
   const int j = blockIdx.x * BLOCK_X + threadIdx.x;
@@ -50,7 +62,7 @@ static float unit_int(unsigned index, unsigned seed) {
 
 int main() {
   const size_t n2 = size_t(N) * N, bytes = n2 * sizeof(float);
-  const float alpha = 1.5f, beta = 1.25f;
+  const float alpha = ALPHA, beta = BETA;
   std::vector<float> a(n2), b(n2), c(n2), d0(n2), d(n2);
   for (size_t e = 0; e < n2; ++e) {
     a[e] = unit_int(unsigned(e), 1);

@@ -3,6 +3,12 @@
 // thread per output entry: x walks the columns (coalesced), y the rows. Inputs in {-1, 0, 1}
 // keep every sum exact in float (the largest |E| |F| sum is far below 2^24): the result and the
 // checksum do not depend on the configuration.
+//
+// Kernel mode (`annotune tune 3mm.cu`; `--mode program` runs the program instead) launches
+// matmul as main does three times, with the same grid, block and kinds of arguments. Inputs are
+// generated (uniform in [0, 1): sums are rounded), but every configuration sums each entry over
+// k in the same order (blocks and unrolling change neither the order nor the fused
+// multiply-adds), so outputs agree bit for bit and the default tolerance holds.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -32,6 +38,8 @@
 #endif
 
 // out = x * y
+#pragma annotune kernel matmul grid((N + BLOCK_X - 1) / BLOCK_X, (N + BLOCK_Y - 1) / BLOCK_Y) \
+    block(BLOCK_X, BLOCK_Y) args(in(N * N), in(N * N), out(N * N))
 __global__ void matmul(const float *__restrict__ x, const float *__restrict__ y,
                        float *__restrict__ out) {
   const int j = blockIdx.x * BLOCK_X + threadIdx.x;

@@ -4,6 +4,11 @@
 // ROWS_PER_THREAD rows, BLOCK_Y apart, so a block covers BLOCK_Y * ROWS_PER_THREAD rows.
 // Integer inputs and binary-fraction weights make every sum exact: the checksum is the same for
 // every configuration.
+//
+// Kernel mode (`annotune tune conv2d.cu`; `--mode program` runs the program instead) launches
+// conv2d as main does on generated inputs (uniform in [0, 1)). Each output point is the same
+// nine-term expression whatever the configuration (rows per thread only change which thread
+// computes it), so outputs agree bit for bit and the default tolerance holds.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -35,11 +40,16 @@
 #ifndef ROWS_PER_THREAD
 #define ROWS_PER_THREAD 1 // @tune values(1, 2, 4, 8)
 #endif
+#define ROWS_PER_BLOCK (BLOCK_Y * ROWS_PER_THREAD)
+
+#pragma annotune kernel conv2d grid((NJ + BLOCK_X - 1) / BLOCK_X, \
+                                    (NI + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK) \
+    block(BLOCK_X, BLOCK_Y) args(in(NI * NJ), out(NI * NJ))
 
 __global__ void conv2d(const float *__restrict__ a, float *__restrict__ b) {
   const int j = blockIdx.x * BLOCK_X + threadIdx.x;
   if (j < 1 || j >= NJ - 1) return;
-  const int first_row = blockIdx.y * (BLOCK_Y * ROWS_PER_THREAD) + threadIdx.y;
+  const int first_row = blockIdx.y * ROWS_PER_BLOCK + threadIdx.y;
 #pragma unroll
   for (int r = 0; r < ROWS_PER_THREAD; ++r) {
     const int i = first_row + r * BLOCK_Y;
@@ -72,8 +82,7 @@ int main() {
   CUDA_CHECK(cudaMemset(db, 0, bytes));
 
   const dim3 block(BLOCK_X, BLOCK_Y);
-  const int rows_per_block = BLOCK_Y * ROWS_PER_THREAD;
-  const dim3 grid((NJ + BLOCK_X - 1) / BLOCK_X, (NI + rows_per_block - 1) / rows_per_block);
+  const dim3 grid((NJ + BLOCK_X - 1) / BLOCK_X, (NI + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK);
   conv2d<<<grid, block>>>(da, db);  // warm-up; fails here on a bad block shape
   CUDA_CHECK(cudaGetLastError());
   CUDA_CHECK(cudaDeviceSynchronize());

@@ -3,6 +3,11 @@
 // for the interior points; the faces of B stay 0. x walks k (contiguous, coalesced), y walks j;
 // each thread computes PLANES_PER_THREAD consecutive planes i. Integer inputs and binary-fraction
 // weights make every sum exact: the checksum is the same for every configuration.
+//
+// Kernel mode (`annotune tune conv3d.cu`; `--mode program` runs the program instead) launches
+// conv3d as main does on generated inputs (uniform in [0, 1)). Each output point is the same
+// 27-term sum in the same order whatever the configuration (planes per thread only change which
+// thread computes it), so outputs agree bit for bit and the default tolerance holds.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -31,9 +36,23 @@
 #define PLANES_PER_THREAD 1 // @tune values(1, 2, 4, 8, 16)
 #endif
 
-// The 27 weights, W[di+1][dj+1][dk+1] at index 9 * (di+1) + 3 * (dj+1) + (dk+1).
-__constant__ float weights[27];
-static float host_weight(int t) { return float((t * 5) % 9 - 4) * 0.125f; }
+// The 27 weights, W[di+1][dj+1][dk+1] at index 9 * (di+1) + 3 * (dj+1) + (dk+1). The constant
+// memory is initialized where it is defined, not copied in by main, so that kernel mode, which
+// launches conv3d without main, convolves with them too (not with zeros).
+__host__ __device__ constexpr float host_weight(int t) { return float((t * 5) % 9 - 4) * 0.125f; }
+struct Weights {
+  float w[27];
+};
+__host__ __device__ constexpr Weights all_weights() {
+  Weights all{};
+  for (int t = 0; t < 27; ++t) all.w[t] = host_weight(t);
+  return all;
+}
+__constant__ Weights weights = all_weights();
+
+#pragma annotune kernel conv3d grid((N + BLOCK_X - 1) / BLOCK_X, (N + BLOCK_Y - 1) / BLOCK_Y, \
+                                    (N + PLANES_PER_THREAD - 1) / PLANES_PER_THREAD) \
+    block(BLOCK_X, BLOCK_Y) args(in(N * N * N), out(N * N * N))
 
 __global__ void conv3d(const float *__restrict__ a, float *__restrict__ b) {
   const int k = blockIdx.x * BLOCK_X + threadIdx.x;
@@ -47,7 +66,7 @@ __global__ void conv3d(const float *__restrict__ a, float *__restrict__ b) {
     float sum = 0.0f;
 #pragma unroll
     for (int t = 0; t < 27; ++t)
-      sum += weights[t] * centre[(t / 9 - 1) * plane + (t / 3 % 3 - 1) * N + (t % 3 - 1)];
+      sum += weights.w[t] * centre[(t / 9 - 1) * plane + (t / 3 % 3 - 1) * N + (t % 3 - 1)];
     b[size_t(i) * plane + j * N + k] = sum;
   }
 }
@@ -66,9 +85,6 @@ int main() {
   const size_t points = size_t(N) * N * N, bytes = points * sizeof(float);
   std::vector<float> a(points), b(points);
   for (size_t e = 0; e < points; ++e) a[e] = float(((e * 2654435761u) >> 11) % 16);
-  float w[27];
-  for (int t = 0; t < 27; ++t) w[t] = host_weight(t);
-  CUDA_CHECK(cudaMemcpyToSymbol(weights, w, sizeof(w)));
   float *da, *db;
   CUDA_CHECK(cudaMalloc(&da, bytes));
   CUDA_CHECK(cudaMalloc(&db, bytes));

@@ -2,6 +2,12 @@
 // PolyBench). One thread per entry of C: x walks the columns j (coalesced loads of B and C),
 // y the rows i. The inputs are small integers and alpha, beta short binary fractions, so every
 // sum is exact in float: the result, and the checksum, do not depend on the configuration.
+//
+// Kernel mode (`annotune tune gemm.cu`; `--mode program` runs the program instead) launches
+// gemm as main does on generated inputs (uniform in [0, 1): sums are rounded). Every
+// configuration sums each entry of C over k in the same order (blocks and unrolling change
+// neither the order nor the fused multiply-adds), so outputs agree bit for bit and the default
+// tolerance holds.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -13,6 +19,8 @@
 #ifndef N
 #define N 2048
 #endif
+#define ALPHA 1.5f
+#define BETA 1.25f
 
 // Tunables, guarded so that `-D` and annotune's force-included header override them. The block
 // shape is tuned as in the IterML paper: x and y from 1 to 1024 with x*y <= 1024 (7,262 legal
@@ -30,6 +38,8 @@
 #define UNROLL 4 // @tune values(1, 2, 4, 8)
 #endif
 
+#pragma annotune kernel gemm grid((N + BLOCK_X - 1) / BLOCK_X, (N + BLOCK_Y - 1) / BLOCK_Y) \
+    block(BLOCK_X, BLOCK_Y) args(in(N * N), in(N * N), inout(N * N), ALPHA, BETA)
 __global__ void gemm(const float *__restrict__ a, const float *__restrict__ b,
                      float *__restrict__ c, float alpha, float beta) {
   const int j = blockIdx.x * BLOCK_X + threadIdx.x;
@@ -48,7 +58,7 @@ static float small_int(unsigned index, unsigned seed) {
 
 int main() {
   const size_t n2 = size_t(N) * N, bytes = n2 * sizeof(float);
-  const float alpha = 1.5f, beta = 1.25f;
+  const float alpha = ALPHA, beta = BETA;
   std::vector<float> a(n2), b(n2), c0(n2), c(n2);
   for (size_t e = 0; e < n2; ++e) {
     a[e] = small_int(unsigned(e), 1);

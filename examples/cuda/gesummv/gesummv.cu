@@ -4,6 +4,15 @@
 // partial sums in shared memory. BLOCK_X = 1 is one thread per row; BLOCK_X = 32, a warp per row.
 // Small integer inputs and binary-fraction alpha, beta keep every sum exact in float, whatever
 // the summation order: the result and the checksum do not depend on the configuration.
+//
+// Kernel mode (`annotune tune gesummv.cu`; `--mode program` runs the program
+// instead) launches gesummv as main does, on generated inputs (uniform in [0, 1)) whose sums
+// are rounded. BLOCK_X sets the order of each row's 8192 additions (1: one after another; the
+// default 32: 32 strided partial sums, then a tree), so two legal configurations' outputs differ
+// in their last bits: by up to 3.5e-6 relative between BLOCK_X = 1 and the default (float32 with
+// fused multiply-adds emulated in numpy, every row, the inputs kernel mode makes under seed 0).
+// Kernel mode's tolerance, 1e-5 relative, accepts them and still rejects a row that lost one
+// of its 8192 terms (about 1e-4 relative).
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +24,8 @@
 #ifndef N
 #define N 8192
 #endif
+#define ALPHA 1.5f
+#define BETA 1.25f
 
 // Tunables, guarded so that `-D` and annotune's force-included header override them. The block
 // shape is tuned as in the IterML paper: x and y from 1 to 1024 with x*y <= 1024 (7,262 legal
@@ -38,6 +49,8 @@ __host__ __device__ constexpr int pow2_ceil(int n) {
   return n <= 1 ? 1 : 2 * pow2_ceil((n + 1) / 2);
 }
 
+#pragma annotune kernel gesummv grid((N + BLOCK_Y - 1) / BLOCK_Y) block(BLOCK_X, BLOCK_Y) \
+    args(in(N * N), in(N * N), in(N), out(N), ALPHA, BETA)
 __global__ void gesummv(const float *__restrict__ a, const float *__restrict__ b,
                         const float *__restrict__ x, float *__restrict__ y, float alpha,
                         float beta) {
@@ -73,7 +86,7 @@ static float small_int(unsigned index, unsigned seed) {
 
 int main() {
   const size_t n2 = size_t(N) * N;
-  const float alpha = 1.5f, beta = 1.25f;
+  const float alpha = ALPHA, beta = BETA;
   std::vector<float> a(n2), b(n2), x(N), y(N);
   for (size_t e = 0; e < n2; ++e) {
     a[e] = small_int(unsigned(e), 1);

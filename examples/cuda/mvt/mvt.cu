@@ -5,6 +5,17 @@
 // threads of a column stride through its rows. Partial sums meet in shared memory. Small integer
 // inputs keep every sum exact in float, whatever the summation order: the result and the checksum
 // do not depend on the configuration.
+//
+// Kernel mode launches one of the two kernels as main does, on generated inputs (uniform in
+// [0, 1)) whose sums are rounded; name it: `annotune tune mvt.cu --kernel mvt_rows`
+// (or `--kernel mvt_columns`; `--mode program` runs the program, both kernels, instead).
+// Tuning one kernel tunes the block shape the two share for that one alone. BLOCK_X (mvt_rows)
+// or BLOCK_Y (mvt_columns) sets the order of each sum's 8192 additions (1: one after another;
+// the defaults 32 and 8: strided partial sums, then a tree), so two legal configurations'
+// outputs differ in their last bits: by up to 4.2e-6 (mvt_rows) and 4.4e-6 (mvt_columns)
+// relative between 1 and the default (float32 with fused multiply-adds emulated in numpy, every
+// output, the inputs kernel mode makes under seed 0). Kernel mode's tolerance, 1e-5 relative,
+// accepts them and still rejects a sum that lost one of its 8192 terms (about 1e-4 relative).
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -40,6 +51,8 @@ __host__ __device__ constexpr int pow2_ceil(int n) {
 }
 
 // x1[i] += sum_j A[i][j] * y1[j]: row i = blockIdx.x * BLOCK_Y + threadIdx.y.
+#pragma annotune kernel mvt_rows grid((N + BLOCK_Y - 1) / BLOCK_Y) block(BLOCK_X, BLOCK_Y) \
+    args(in(N * N), in(N), inout(N))
 __global__ void mvt_rows(const float *__restrict__ a, const float *__restrict__ y1,
                          float *__restrict__ x1) {
   __shared__ float part[BLOCK_Y][BLOCK_X];
@@ -60,6 +73,8 @@ __global__ void mvt_rows(const float *__restrict__ a, const float *__restrict__ 
 }
 
 // x2[i] += sum_j A[j][i] * y2[j]: column i = blockIdx.x * BLOCK_X + threadIdx.x.
+#pragma annotune kernel mvt_columns grid((N + BLOCK_X - 1) / BLOCK_X) block(BLOCK_X, BLOCK_Y) \
+    args(in(N * N), in(N), inout(N))
 __global__ void mvt_columns(const float *__restrict__ a, const float *__restrict__ y2,
                             float *__restrict__ x2) {
   __shared__ float part[BLOCK_Y][BLOCK_X];

@@ -1,4 +1,10 @@
 // 5-point Jacobi smoothing step on an NX x NY grid; each thread updates ROWS_PER_THREAD rows.
+//
+// Kernel mode (`annotune tune stencil2d.cu`; `--mode program` runs the program instead) launches
+// jacobi_step as main does on generated inputs (uniform in [0, 1)); the border of `out`, which
+// the kernel never writes, stays zero there (main copies the input into it). Each point is the
+// same five-term expression whatever the configuration, so outputs agree bit for bit and the
+// default tolerance holds.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +21,10 @@
 #define NY 4096
 #endif
 
+#pragma annotune kernel jacobi_step \
+    grid((NX + BLOCK_X - 1) / BLOCK_X, \
+         (NY + BLOCK_Y * ROWS_PER_THREAD - 1) / (BLOCK_Y * ROWS_PER_THREAD)) \
+    block(BLOCK_X, BLOCK_Y) args(in(NX * NY), out(NX * NY))
 __global__ void jacobi_step(const float *__restrict__ in, float *__restrict__ out) {
   const int x = blockIdx.x * BLOCK_X + threadIdx.x;
   const int y0 = (blockIdx.y * BLOCK_Y + threadIdx.y) * ROWS_PER_THREAD;

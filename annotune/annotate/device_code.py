@@ -1,0 +1,536 @@
+"""The device code of a CUDA program: the user's files with what NVRTC rejects blanked.
+
+NVRTC compiles in process, in milliseconds, but device code only: every host function, every
+namespace-scope variable without `__device__`/`__constant__`/`__shared__`/`__managed__` (const
+ones of arithmetic type aside) and every system header is an error. A real source is a whole
+program (kernels, `main`, `std::vector`, `<cstdio>`, helpers in local headers), so each user file
+is kept whole and what NVRTC must not see is overwritten with spaces, newlines kept: line and
+column numbers stay right for NVRTC's messages, and the slice needs no knowledge of what the
+kernels use. Preprocessor lines inside a blanked declaration stay (a `#define` in a host
+function still acts on the code after it); `#include` and `#pragma` lines there go with it.
+
+What is blanked comes from libclang's AST of the main file (`kernel.parse_cuda`, the parse the
+kernels' signatures come from). Its limits: code in `#if` branches that parse did not take
+(a variant whose tuned values take another branch may find host code there), and a typedef or
+class that names a host library's type without `std::` (after `using namespace std;`).
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import os
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+
+import clang.cindex as ci
+
+from annotune.annotate.frontend import ParsedSource, SourceFile
+from annotune.annotate.kernel import parse_cuda
+
+__all__ = ["NVRTC_PRELUDE", "DeviceCode", "Span", "device_code", "is_device_header"]
+
+Span = tuple[int, int, int, int]
+"""(start_line, start_column, end_line, end_column), 1-based, the end excluded. Columns count
+bytes, as libclang's do."""
+
+NVRTC_PRELUDE = """\
+/* annotune's prelude for NVRTC (--pre-include): what device code takes from system headers. */
+typedef signed char int8_t;
+typedef short int16_t;
+typedef int int32_t;
+typedef long long int64_t;
+typedef unsigned char uint8_t;
+typedef unsigned short uint16_t;
+typedef unsigned int uint32_t;
+typedef unsigned long long uint64_t;
+typedef long long intptr_t;
+typedef unsigned long long uintptr_t;
+typedef long long intmax_t;
+typedef unsigned long long uintmax_t;
+typedef unsigned long size_t;
+typedef long ptrdiff_t;
+namespace std {
+using ::size_t; using ::ptrdiff_t; using ::int8_t; using ::int16_t; using ::int32_t;
+using ::int64_t; using ::uint8_t; using ::uint16_t; using ::uint32_t; using ::uint64_t;
+using ::intptr_t; using ::uintptr_t; using ::intmax_t; using ::uintmax_t;
+}
+#define ANNOTUNE_TIMING_H 1
+"""
+"""Pre-included before the slice. The 64-bit types are `long long`, as libcu++'s
+<cuda/std/cstdint> declares them under NVRTC (which cuda/ and cub/ headers include: another type
+would be a redeclaration error). glibc has `long`, and so have nvcc and the kernel names kernel
+mode computes: a kernel taking an int64_t has another symbol under NVRTC (`x` for `l`), which
+the builder must take from NVRTC (nvrtcGetLoweredName). `size_t` is NVRTC's own `unsigned long`,
+as glibc's. The timing
+header's guard is defined: its host timer is no device code, and a user file that tests the
+guard (`#ifndef ANNOTUNE_TIMING_H`) takes the branch libclang took, the header being on its
+include path there."""
+
+# Headers NVRTC compiles device code from (with -I the toolkit's include dir, and its cccl/ for
+# cuda/, cub/ and nv/): an `#include` of any other header not among the user's files is blanked.
+DEVICE_HEADERS = frozenset(
+    {
+        "cuComplex.h",
+        "cooperative_groups.h",
+        "cuda_awbarrier.h",
+        "cuda_awbarrier_primitives.h",
+        "cuda_bf16.h",
+        "cuda_fp16.h",
+        "cuda_fp4.h",
+        "cuda_fp6.h",
+        "cuda_fp8.h",
+        "cuda_pipeline.h",
+        "cuda_pipeline_primitives.h",
+        "cuda_runtime.h",
+        "cuda_runtime_api.h",
+        "curand_kernel.h",
+        "device_atomic_functions.h",
+        "device_launch_parameters.h",
+        "math_constants.h",
+        "mma.h",
+        "vector_functions.h",
+        "vector_types.h",
+    }
+)
+DEVICE_HEADER_PREFIXES = ("cooperative_groups/", "cuda/", "cub/", "nv/")
+_SM_HEADER = re.compile(r"sm_\d+_(intrinsics|atomic_functions)\.h")
+
+_DEVICE_ATTRS = {ci.CursorKind.CUDAGLOBAL_ATTR, ci.CursorKind.CUDADEVICE_ATTR}
+_MEMORY_SPACES = {
+    ci.CursorKind.CUDADEVICE_ATTR,
+    ci.CursorKind.CUDACONSTANT_ATTR,
+    ci.CursorKind.CUDASHARED_ATTR,
+}
+_METHODS = {
+    ci.CursorKind.CXX_METHOD,
+    ci.CursorKind.CONSTRUCTOR,
+    ci.CursorKind.DESTRUCTOR,
+    ci.CursorKind.CONVERSION_FUNCTION,
+}
+_FUNCTIONS = _METHODS | {ci.CursorKind.FUNCTION_DECL, ci.CursorKind.FUNCTION_TEMPLATE}
+_SCOPES = {ci.CursorKind.NAMESPACE, ci.CursorKind.LINKAGE_SPEC}
+_RECORDS = {
+    ci.CursorKind.STRUCT_DECL,
+    ci.CursorKind.CLASS_DECL,
+    ci.CursorKind.UNION_DECL,
+    ci.CursorKind.CLASS_TEMPLATE,
+    ci.CursorKind.CLASS_TEMPLATE_PARTIAL_SPECIALIZATION,
+}
+_NAMES = {
+    ci.CursorKind.TYPEDEF_DECL,
+    ci.CursorKind.TYPE_ALIAS_DECL,
+    ci.CursorKind.TYPE_ALIAS_TEMPLATE_DECL,
+    ci.CursorKind.USING_DECLARATION,
+    ci.CursorKind.USING_DIRECTIVE,
+}
+# Types of the namespace-scope constants NVRTC accepts without a memory space (tested: `const
+# int`, `constexpr double[]`, `const char *const`; a `const char *` is a variable).
+_CONSTANT_TYPES = {
+    ci.TypeKind.BOOL,
+    ci.TypeKind.CHAR_U,
+    ci.TypeKind.UCHAR,
+    ci.TypeKind.CHAR16,
+    ci.TypeKind.CHAR32,
+    ci.TypeKind.USHORT,
+    ci.TypeKind.UINT,
+    ci.TypeKind.ULONG,
+    ci.TypeKind.ULONGLONG,
+    ci.TypeKind.CHAR_S,
+    ci.TypeKind.SCHAR,
+    ci.TypeKind.WCHAR,
+    ci.TypeKind.SHORT,
+    ci.TypeKind.INT,
+    ci.TypeKind.LONG,
+    ci.TypeKind.LONGLONG,
+    ci.TypeKind.FLOAT,
+    ci.TypeKind.DOUBLE,
+    ci.TypeKind.HALF,
+    ci.TypeKind.ENUM,
+    ci.TypeKind.POINTER,
+    ci.TypeKind.NULLPTR,
+}
+_ARRAYS = {ci.TypeKind.CONSTANTARRAY, ci.TypeKind.INCOMPLETEARRAY}
+# Directives that still act when the declaration around them is blanked.
+_KEPT_DIRECTIVES = frozenset(
+    {"define", "undef", "if", "ifdef", "ifndef", "elif", "elifdef", "elifndef", "else", "endif"}
+    | {"error", "warning", "line"}
+)
+# libclang's message for a name from a standard header it did not read (-nostdinc).
+_STD_NAME = re.compile(r"in namespace 'std(::[\w:]+)?'")
+# CUDA's own types, which the parse's shim lacks: reading them is no host library's doing.
+_CUDA_TYPE = re.compile(
+    r"'(u?(char|short|int|long|longlong)[1-4]|float[1-4]|double[1-4]|__half2|half2"
+    r"|__nv_bfloat162?|nv_bfloat162?|__nv_fp8\w*)'"
+)
+
+
+def is_device_header(name: str) -> bool:
+    """Whether `#include <name>` is a toolkit header NVRTC compiles device code from."""
+    return (
+        name in DEVICE_HEADERS
+        or name.startswith(DEVICE_HEADER_PREFIXES)
+        or _SM_HEADER.fullmatch(name) is not None
+    )
+
+
+@dataclass(frozen=True)
+class DeviceCode:
+    """Per user file (the absolute paths of Problem.files): the spans NVRTC must not see.
+
+    Every user file has an entry, sorted spans that do not overlap, empty when NVRTC may see
+    all of it.
+    """
+
+    spans: Mapping[str, tuple[Span, ...]]
+
+    def slice(self, file: str, text: bytes) -> bytes:
+        """`text` (the file's bytes, or a variant's whose `#define` values were rewritten) with
+        each span overwritten by spaces, line ends kept. A span's first and last lines are
+        code, never a rewritten directive, so its columns hold; a line inside it goes whole.
+        A file without spans comes back unchanged."""
+        spans = self.spans.get(os.path.abspath(file))
+        if not spans:
+            return text
+        lines = text.split(b"\n")
+        for first, start, last, end in spans:
+            for number in range(first, min(last, len(lines)) + 1):
+                row = lines[number - 1]
+                lines[number - 1] = _blanked(
+                    row,
+                    start - 1 if number == first else 0,
+                    end - 1 if number == last else len(row),
+                )
+        return b"\n".join(lines)
+
+
+def _blanked(row: bytes, start: int, end: int) -> bytes:
+    end = min(end, len(row) - row.endswith(b"\r"))
+    if start >= end:
+        return row
+    return row[:start] + b" " * (end - start) + row[end:]
+
+
+def device_code(
+    parsed: ParsedSource,
+    include_dirs: Iterable[str] = (),
+    defines: Iterable[str] = (),
+    *,
+    translation_unit: ci.TranslationUnit | None = None,
+) -> DeviceCode:
+    """The spans of the user's files that NVRTC must not see.
+
+    `include_dirs` and `defines` must be those the front end parsed with; `translation_unit`
+    is `kernel.parse_cuda`'s parse when the caller has it (else the main file is parsed here).
+    """
+    if translation_unit is None:
+        translation_unit = parse_cuda(parsed, include_dirs, defines)
+    walk = _Walk(parsed, translation_unit)
+    walk.declarations(translation_unit.cursor.get_children())
+    walk.vanished()
+    spans = {}
+    for source in parsed.files:
+        key = os.path.abspath(source.path)
+        kept = _kept_directive_lines(source)
+        pieces = [p for span in _merged(walk.found[key]) for p in _around(span, kept)]
+        spans[key] = tuple(_merged(pieces + _host_directives(parsed, source)))
+    return DeviceCode(spans)
+
+
+class _Walk:
+    """One pass over the AST's declarations in the user's files, collecting what to blank."""
+
+    def __init__(self, parsed: ParsedSource, tu: ci.TranslationUnit) -> None:
+        self.keys = {os.path.realpath(f.path): os.path.abspath(f.path) for f in parsed.files}
+        self.sources = {os.path.abspath(f.path): f for f in parsed.files}
+        self._starts: dict[str, list[int]] = {}  # each file's token starts, for bisecting
+        self.found: dict[str, list[Span]] = {key: [] for key in self.keys.values()}
+        self.blanked: set[tuple[str, int]] = set()  # variables, by (file, offset)
+        self.seen: dict[str, list[Span]] = {key: [] for key in self.keys.values()}
+        self.errors: dict[str, list[tuple[int, int, str]]] = {}
+        self._real: dict[str, str] = {}
+        for diagnostic in tu.diagnostics:
+            where = diagnostic.location
+            if diagnostic.severity >= ci.Diagnostic.Error and where.file is not None:
+                key = self._key(where.file.name)
+                if key is not None:
+                    self.errors.setdefault(key, []).append(
+                        (where.line, where.column, diagnostic.spelling)
+                    )
+
+    def _key(self, name: str) -> str | None:
+        real = self._real.get(name)
+        if real is None:
+            real = self._real[name] = os.path.realpath(name)
+        return self.keys.get(real)
+
+    def _file(self, cursor: ci.Cursor) -> str | None:
+        """The user file holding the whole declaration, None if it is no user's or the
+        declaration spans files (a macro's expansion)."""
+        extent = cursor.extent
+        start, end = extent.start.file, extent.end.file
+        if cursor.location.file is None or start is None or end is None:
+            return None
+        key = self._key(cursor.location.file.name)
+        if key is None or self._key(start.name) != key or self._key(end.name) != key:
+            return None
+        return key
+
+    def _blank(self, key: str, cursor: ci.Cursor, statement: bool = False) -> None:
+        """Blank the declaration and the `;` after it: the one just after it, or with
+        `statement` the one ending it, however far (an invalid declaration's extent stops
+        before its initialiser)."""
+        extent = cursor.extent
+        start, end = extent.start, extent.end
+        semicolon = self._semicolon(key, end.offset, statement)
+        if semicolon is None:
+            self.found[key].append((start.line, start.column, end.line, end.column))
+            return
+        end_at = _line_column(self.sources[key], semicolon + 1)
+        self.found[key].append((start.line, start.column, *end_at))
+
+    def vanished(self) -> None:
+        """Blank the statements libclang dropped for naming the standard library (`using
+        Clock = std::chrono::steady_clock;` leaves no cursor, only its error)."""
+        for key, errors in self.errors.items():
+            source = self.sources[key]
+            for line, column, text in errors:
+                inside = any(s[:2] <= (line, column) < s[2:] for s in self.seen[key])
+                if inside or not _STD_NAME.search(text):
+                    continue
+                offset = source.line_starts[line - 1] + column - 1
+                start = self._statement_start(key, offset)
+                end = self._semicolon(key, offset, statement=True)
+                if end is not None:
+                    self.found[key].append(
+                        (*_line_column(source, start), *_line_column(source, end + 1))
+                    )
+
+    def _statement_start(self, key: str, offset: int) -> int:
+        """Where the namespace-scope statement around `offset` starts: after the `;`, `{`
+        or `}` before it, or after the directive or comment before it."""
+        source = self.sources[key]
+        directives = [(d.hash_token.start, d.end) for d in source.directives]
+        tokens = source.tokens
+        index = bisect.bisect_right(self._token_starts(key), offset) - 1
+        start = tokens[index].start
+        for token in reversed(tokens[:index]):
+            in_directive = any(a <= token.start <= b for a, b in directives)
+            if in_directive or token.text in (";", "{", "}"):
+                break
+            if token.kind != "comment":
+                start = token.start
+        return start
+
+    def _token_starts(self, key: str) -> list[int]:
+        if key not in self._starts:
+            self._starts[key] = [t.start for t in self.sources[key].tokens]
+        return self._starts[key]
+
+    def _semicolon(self, key: str, offset: int, statement: bool) -> int | None:
+        """The offset of the `;` that ends a declaration ending at `offset`, or None."""
+        tokens = self.sources[key].tokens
+        depth = 0
+        for token in tokens[bisect.bisect_left(self._token_starts(key), offset) :]:
+            text = token.text
+            if token.kind == "comment":
+                continue
+            if text == ";" and depth == 0:
+                return token.start
+            if not statement:
+                return None
+            if text in ("(", "[", "{"):
+                depth += 1
+            elif text in (")", "]", "}"):
+                if depth == 0:
+                    return None
+                depth -= 1
+        return None
+
+    def declarations(self, cursors: Iterator[ci.Cursor], outer: ci.Cursor | None = None) -> None:
+        """Collect the spans among `cursors`; `outer`: a braceless `extern "C"` around them,
+        blanked with its one declaration (`extern "C"` before the next one is no C++)."""
+        for cursor in cursors:
+            key = self._file(cursor)
+            if key is None:
+                continue
+            kind, blanked = cursor.kind, outer or cursor
+            if kind not in _SCOPES:
+                self.seen[key].append(_span(cursor.extent))
+            if kind == ci.CursorKind.LINKAGE_SPEC and not _braced(cursor):
+                self.declarations(cursor.get_children(), outer=cursor)
+            elif kind in _SCOPES:
+                self.declarations(cursor.get_children())
+            elif kind in _FUNCTIONS:
+                if _is_host_function(cursor):
+                    self._blank(key, blanked)
+            elif kind == ci.CursorKind.FRIEND_DECL:
+                children = cursor.get_children()
+                if any(c.kind in _FUNCTIONS and _is_host_function(c) for c in children):
+                    self._blank(key, cursor)
+            elif kind == ci.CursorKind.VAR_DECL:
+                if not self._is_device_variable(key, cursor):
+                    self._blank(key, blanked, statement=True)
+                    self.blanked.add((key, cursor.location.offset))
+            elif kind in _RECORDS:
+                if self._names_std(key, cursor):
+                    self._blank(key, blanked, statement=True)
+                elif cursor.is_definition():
+                    self.declarations(cursor.get_children())
+            elif kind in _NAMES and self._names_std(key, cursor):
+                self._blank(key, blanked, statement=True)
+
+    def _errors_in(self, key: str, start: ci.SourceLocation, end: ci.SourceLocation) -> list[str]:
+        low, high = (start.line, start.column), (end.line, end.column)
+        return [text for *at, text in self.errors.get(key, ()) if low <= tuple(at) < high]
+
+    def _names_std(self, key: str, cursor: ci.Cursor) -> bool:
+        """Whether the declaration names something of the standard library (which NVRTC has
+        not): libclang, which read no system header, reported it unknown."""
+        extent = cursor.extent
+        return any(_STD_NAME.search(e) for e in self._errors_in(key, extent.start, extent.end))
+
+    def _is_device_variable(self, key: str, cursor: ci.Cursor) -> bool:
+        """A variable in a memory space, or a constant NVRTC accepts as it is: of arithmetic,
+        enum, const pointer or the user's class type, its type known (an unknown one reads as
+        `int`), initialised without a call and from no blanked variable."""
+        children = list(cursor.get_children())
+        if any(c.kind in _MEMORY_SPACES for c in children):
+            return True
+        if any(t.spelling == "__managed__" for t in cursor.get_tokens()):
+            return True  # libclang exposes no attribute for it
+        if not self._is_constant_type(cursor.type):
+            return False
+        unknown = self._errors_in(key, cursor.extent.start, cursor.location)
+        if any(not _CUDA_TYPE.search(e) for e in unknown):
+            return False
+        for child in children:
+            for node in child.walk_preorder():
+                if node.kind in (ci.CursorKind.CALL_EXPR, ci.CursorKind.LAMBDA_EXPR):
+                    return False
+                if node.kind == ci.CursorKind.DECL_REF_EXPR and self._refers_to_blanked(node):
+                    return False
+        return True
+
+    def _is_constant_type(self, type_: ci.Type) -> bool:
+        type_ = type_.get_canonical()
+        const = type_.is_const_qualified()  # libclang puts an array's const on the array
+        while type_.kind in _ARRAYS:
+            type_ = type_.get_array_element_type()
+            const = const or type_.is_const_qualified()
+        if not const:
+            return False
+        if type_.kind in _CONSTANT_TYPES:
+            return True
+        if type_.kind != ci.TypeKind.RECORD:
+            return False
+        declared = type_.get_declaration().location.file
+        return declared is not None and self._key(declared.name) is not None
+
+    def _refers_to_blanked(self, node: ci.Cursor) -> bool:
+        target = node.referenced
+        if target is None or target.kind != ci.CursorKind.VAR_DECL or target.location.file is None:
+            return False
+        key = self._key(target.location.file.name)
+        return (key, target.location.offset) in self.blanked
+
+
+def _span(extent: ci.SourceRange) -> Span:
+    return (extent.start.line, extent.start.column, extent.end.line, extent.end.column)
+
+
+def _line_column(source: SourceFile, offset: int) -> tuple[int, int]:
+    """The 1-based line and byte column of a byte offset (libclang's, unlike Location's)."""
+    line = bisect.bisect_right(source.line_starts, offset)
+    return line, offset - source.line_starts[line - 1] + 1
+
+
+def _braced(linkage: ci.Cursor) -> bool:
+    """Whether `extern "C"` opens a block (`extern "C" { ... }`) rather than one declaration."""
+    tokens = linkage.get_tokens()
+    return any(token.spelling == "{" for token in itertools.islice(tokens, 2, 3))
+
+
+def _is_host_function(cursor: ci.Cursor) -> bool:
+    """Neither `__global__` nor `__device__` (`__host__ __device__` is both); a defaulted or
+    deleted member is implicitly both."""
+    if any(c.kind in _DEVICE_ATTRS for c in cursor.get_children()):
+        return False
+    return not (
+        cursor.kind in _METHODS and (cursor.is_default_method() or cursor.is_deleted_method())
+    )
+
+
+def _kept_directive_lines(source: SourceFile) -> list[tuple[int, int]]:
+    """The first and last line of each directive that must survive a blanked declaration."""
+    return [
+        (source.location(d.hash_token.start).line, source.location(d.end).line)
+        for d in source.directives
+        if d.name in _KEPT_DIRECTIVES
+    ]
+
+
+def _around(span: Span, kept: list[tuple[int, int]]) -> list[Span]:
+    """`span` less the whole lines of the kept directives inside it."""
+    first, start, last, end = span
+    pieces: list[Span] = []
+    at = (first, start)
+    for top, bottom in kept:
+        if first < top and bottom < last:
+            pieces.append((*at, top, 1))
+            at = (bottom + 1, 1)
+    pieces.append((*at, last, end))
+    return [p for p in pieces if p[:2] < p[2:]]
+
+
+def _merged(spans: list[Span]) -> list[Span]:
+    merged: list[Span] = []
+    for span in sorted(spans):
+        if merged and span[:2] <= merged[-1][2:]:
+            merged[-1] = (*merged[-1][:2], *max(merged[-1][2:], span[2:]))
+        else:
+            merged.append(span)
+    return merged
+
+
+def _host_directives(parsed: ParsedSource, source: SourceFile) -> list[Span]:
+    """The whole lines of each `#include` NVRTC cannot follow (a header that is neither the
+    user's, found by the front end, nor annotune's timing header, nor a device header) and of
+    annotune's own pragmas (which NVRTC would warn about)."""
+    missing = {(where.file, where.line) for where, _ in parsed.missing_local_includes}
+    spans: list[Span] = []
+    for directive in source.directives:
+        line = source.location(directive.hash_token.start).line
+        last = source.location(directive.end).line
+        if (
+            directive.name == "pragma"
+            and directive.words[:1]
+            and directive.words[0].text == "annotune"
+        ):
+            spans.append((line, 1, last + 1, 1))
+        if directive.name not in ("include", "include_next") or not directive.words:
+            continue
+        name, quoted = _header_name(source, directive.words)
+        if name is None or (source.path, line) in parsed.includes:
+            continue
+        if os.path.basename(name) == "annotune_timing.h" or is_device_header(name):
+            continue
+        # A quoted name the front end neither found nor missed lies in a skipped branch:
+        # it may be a local header under other flags.
+        if not quoted or (source.path, line) in missing:
+            spans.append((line, 1, last + 1, 1))
+    return spans
+
+
+def _header_name(source: SourceFile, words: tuple) -> tuple[str | None, bool]:
+    """The header an `#include` names and whether it is quoted; None for a macro's name."""
+    opening = words[0]
+    if opening.text == "<":
+        closing = next((w for w in words if w.text == ">"), None)
+        if closing is None:
+            return None, False
+        return source.slice(opening.end, closing.start).strip(), False
+    if opening.kind == "literal" and opening.text.startswith('"'):
+        return opening.text[1:-1], True
+    return None, False

@@ -1,0 +1,397 @@
+"""The device code NVRTC compiles: user files with host code blanked, checked with real NVRTC."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+import annotune.annotate as annotate
+import annotune.annotate.device_code as device_code_module
+import annotune.annotate.kernel as kernel_module
+from annotune.annotate import read_problem
+from annotune.annotate.device_code import (
+    DEVICE_HEADERS,
+    NVRTC_PRELUDE,
+    DeviceCode,
+    device_code,
+    is_device_header,
+)
+from annotune.annotate.frontend import ANNOTUNE_INCLUDE_DIR, ParsedSource, parse_source
+
+nvrtc = pytest.importorskip(
+    "cuda.bindings.nvrtc", reason="cuda-python's NVRTC bindings (cuda.bindings.nvrtc) missing"
+)
+
+REPO = Path(__file__).resolve().parent.parent.parent
+CONV2D = REPO / "examples" / "cuda" / "conv2d" / "conv2d.cu"
+JACOBI = REPO / "tests" / "data" / "kernel" / "jacobi.cu"
+CUDA_INCLUDE = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "include"
+PRELUDE_NAME = "annotune_nvrtc_prelude.h"
+OK = nvrtc.nvrtcResult.NVRTC_SUCCESS
+
+
+def nvrtc_compile(
+    source: bytes, path: Path, *, prelude: bool = True, names: tuple[str, ...] = ()
+) -> tuple[bool, str, dict[str, str]]:
+    """Compile `source` as the NVRTC builder does: sm_90, the prelude pre-included, -I the
+    file's directory, annotune's include dir and the toolkit's. Returns whether it compiled,
+    the log and the lowered name of each of `names` (kernels, as `&name` expressions)."""
+    headers = [NVRTC_PRELUDE.encode()] if prelude else []
+    header_names = [PRELUDE_NAME.encode()] if prelude else []
+    error, program = nvrtc.nvrtcCreateProgram(
+        source, str(path).encode(), len(headers), headers, header_names
+    )
+    assert error == OK
+    options = [
+        b"--gpu-architecture=sm_90",
+        f"-I{path.parent}".encode(),
+        f"-I{ANNOTUNE_INCLUDE_DIR}".encode(),
+        f"-I{CUDA_INCLUDE}".encode(),
+        f"-I{CUDA_INCLUDE / 'cccl'}".encode(),
+    ]
+    if prelude:
+        options.append(f"--pre-include={PRELUDE_NAME}".encode())
+    try:
+        for name in names:
+            assert nvrtc.nvrtcAddNameExpression(program, f"&{name}".encode())[0] == OK
+        (result,) = nvrtc.nvrtcCompileProgram(program, len(options), options)
+        _, size = nvrtc.nvrtcGetProgramLogSize(program)
+        # A bytearray: NVRTC writes into the buffer, and `b" " * 1` is CPython's shared b" ".
+        log = bytearray(size)
+        nvrtc.nvrtcGetProgramLog(program, log)
+        lowered = {}
+        if result == OK:
+            for name in names:
+                error, symbol = nvrtc.nvrtcGetLoweredName(program, f"&{name}".encode())
+                assert error == OK
+                lowered[name] = symbol.decode()
+    finally:
+        nvrtc.nvrtcDestroyProgram(program)
+    return result == OK, bytes(log).rstrip(b"\0 ").decode(errors="replace"), lowered
+
+
+def sliced_tree(parsed: ParsedSource, code: DeviceCode, target: Path) -> Path:
+    """Every user file, sliced, under `target` at its path relative to the files' common
+    directory (so `#include "../common/x.cuh"` still resolves); returns the main file's copy."""
+    paths = [os.path.abspath(f.path) for f in parsed.files]
+    root = os.path.commonpath([os.path.dirname(p) for p in paths])
+    for path in paths:
+        copy = target / os.path.relpath(path, root)
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        copy.write_bytes(code.slice(path, Path(path).read_bytes()))
+    return target / os.path.relpath(paths[0], root)
+
+
+def assert_only_blanked(original: bytes, sliced: bytes) -> None:
+    """Same lines, same lengths; each byte kept or a space: line and column numbers hold."""
+    assert len(sliced) == len(original)
+    assert sliced.count(b"\n") == original.count(b"\n")
+    assert all(a == b or b == 0x20 for a, b in zip(original, sliced, strict=True))
+    assert all(a == b for a, b in zip(original, sliced, strict=True) if a in b"\r\n")
+
+
+# --- whole programs --------------------------------------------------------------------------
+
+
+def test_conv2d_example_and_its_header_compile_sliced(tmp_path):
+    parsed = parse_source(CONV2D)
+    code = device_code(parsed)
+    header = str(CONV2D.parent.parent / "common" / "example.cuh")
+    assert set(code.spans) == {str(CONV2D), header}
+    assert code.spans[header]  # its host helpers and <cstdio>
+
+    main = sliced_tree(parsed, code, tmp_path)
+    ok, log, _ = nvrtc_compile(main.read_bytes(), main)
+    assert ok, log
+    unsliced_ok, unsliced_log, _ = nvrtc_compile(CONV2D.read_bytes(), CONV2D)
+    assert not unsliced_ok and "cannot open source file" in unsliced_log
+
+    for path in code.spans:
+        copy = tmp_path / os.path.relpath(path, CONV2D.parent.parent)
+        assert_only_blanked(Path(path).read_bytes(), copy.read_bytes())
+    sliced_header = (tmp_path / "common" / "example.cuh").read_text()
+    assert "#define CUDA_CHECK(call)" in sliced_header  # macros stay
+    assert "#include <cstdio>" not in sliced_header
+    sliced_main = main.read_text()
+    assert "__global__ void conv2d(" in sliced_main
+    assert "int main()" not in sliced_main and "std::vector" not in sliced_main
+
+
+def test_jacobi_fixture_compiles_sliced_with_the_kernels_symbols(tmp_path):
+    problem, parsed = annotate.read_problem_and_source(JACOBI)
+    code = problem.device_code
+    assert code is not None
+    assert set(code.spans) == {os.path.abspath(f) for f in problem.files}
+
+    main = sliced_tree(parsed, code, tmp_path)
+    names = tuple(spec.name for spec in problem.kernels)
+    ok, log, lowered = nvrtc_compile(main.read_bytes(), main, names=names)
+    assert ok, log
+    # No 64-bit fixed-width type in these signatures (typed is extern "C"); size_t mangles
+    # as libclang's.
+    assert lowered == {spec.name: spec.mangled_name for spec in problem.kernels}
+    assert not nvrtc_compile(JACOBI.read_bytes(), JACOBI)[0]
+    sliced = main.read_text()
+    assert "#include <cuda_fp16.h>" in sliced and "#include <cstdio>" not in sliced
+    assert "host_only" not in sliced and "int main" not in sliced
+    assert "#pragma annotune" not in sliced  # annotune's, and NVRTC would warn
+
+
+def test_int64_kernel_symbol_under_nvrtc_is_libcudacxx_long_long(tmp_path):
+    source = tmp_path / "wide.cu"
+    source.write_text(
+        "#include <cstdint>\n"
+        "#define B 64 // @tune values(32, 64)\n"
+        "#pragma annotune kernel wide grid(1) block(B) args(out(1), 1, 2, 3)\n"
+        "__global__ void wide(int64_t *a, std::size_t n, uint64_t u, long long l) "
+        "{ a[0] = n + u + l; }\n"
+        "int main() { return 0; }\n"
+    )
+    problem = read_problem(source)
+    text = problem.device_code.slice(str(source), source.read_bytes())
+    ok, log, lowered = nvrtc_compile(text, source, names=("wide",))
+    assert ok, log
+    # int64_t is long long as libcu++ has it under NVRTC (x, y); nvcc's glibc has long (l, m),
+    # which kernel mode's name follows: an NVRTC build takes the symbol NVRTC lowers.
+    assert lowered["wide"] == "_Z4widePxmyx"
+    assert problem.kernels[0].mangled_name == "_Z4widePlmmx"
+
+
+# --- one construct each ----------------------------------------------------------------------
+
+# name: (source, lines kept as written, texts gone from the slice)
+CASES = {
+    "define_in_host_function": (
+        "#include <cstdio>\n"
+        "void setup() {\n"
+        '  std::printf("setup\\n");\n'
+        "#define SCALE 3\n"
+        "}\n"
+        "__global__ void k(int *a) { a[0] = SCALE; }\n",
+        ["#define SCALE 3", "__global__ void k(int *a) { a[0] = SCALE; }"],
+        ["void setup", "printf", "#include <cstdio>"],
+    ),
+    "host_device_helper": (
+        "__host__ __device__ int twice(int x) { return 2 * x; }\n"
+        "int host_only(int x) { return twice(x); }\n"
+        "__global__ void k(int *a) { a[0] = twice(a[0]); }\n",
+        ["__host__ __device__ int twice(int x) { return 2 * x; }"],
+        ["host_only"],
+    ),
+    "host_cache": (
+        "#include <vector>\n"
+        "static std::vector<int> cache;\n"
+        "__global__ void k(int *a) { a[0] = 1; }\n"
+        "int main() { cache.push_back(1); return 0; }\n",
+        ["__global__ void k(int *a) { a[0] = 1; }"],
+        ["cache", ";\n__global__"],
+    ),
+    "constants": (
+        "const int N = 4;\n"
+        "constexpr int M = 8;\n"
+        "static const float W[2] = {0.5f, 0.25f};\n"
+        'const char *const NAME = "k";\n'
+        "int counter = 0;\n"
+        "const int LATER = counter + 1;\n"
+        "__global__ void k(float *a) { a[0] = N * M * W[1]; }\n",
+        ["const int N = 4;", "constexpr int M = 8;", "static const float W[2] = {0.5f, 0.25f};"],
+        ["counter", "LATER"],
+    ),
+    "template_host_function": (
+        "template <typename T> T total(const T *v, int n) {\n"
+        "  T s = 0;\n"
+        "  for (int i = 0; i < n; ++i) s += v[i];\n"
+        "  return s;\n"
+        "}\n"
+        "template <typename T> __device__ T square(T x) { return x * x; }\n"
+        "__global__ void k(float *a) { a[0] = square(a[0]); }\n",
+        ["template <typename T> __device__ T square(T x) { return x * x; }"],
+        ["total", "s += v[i]"],
+    ),
+    "struct_with_host_method": (
+        "struct Grid {\n"
+        "  int nx, ny;\n"
+        "  int cells() const { return nx * ny; }\n"
+        "  __device__ int index(int x, int y) const { return y * nx + x; }\n"
+        "};\n"
+        "__global__ void k(Grid g, float *a) { a[g.index(1, 1)] = 1.0f; }\n"
+        "int main() { Grid g{4, 4}; return g.cells(); }\n",
+        ["struct Grid {", "  __device__ int index(int x, int y) const { return y * nx + x; }"],
+        ["cells", "main"],
+    ),
+    "fp16_include": (
+        "#include <cstdio>\n"
+        "#include <cuda_fp16.h>\n"
+        "__global__ void k(__half *a) { a[0] = __float2half(1.0f); }\n"
+        'int main() { std::printf("k\\n"); return 0; }\n',
+        ["#include <cuda_fp16.h>"],
+        ["cstdio", "main"],
+    ),
+    "host_library_names": (
+        "#include <string>\n"
+        "#include <chrono>\n"
+        'const std::string label = "k";\n'
+        "using Clock = std::chrono::steady_clock;\n"
+        "struct Timer {\n"
+        "  std::chrono::steady_clock::time_point start;\n"
+        "};\n"
+        "typedef std::vector<float> Samples;\n"
+        'extern "C" void report(double ms);\n'
+        'extern "C" __global__ void k(int *a) { a[0] = 1; }\n',
+        ['extern "C" __global__ void k(int *a) { a[0] = 1; }'],
+        ["label", "Clock", "Timer", "time_point", "Samples", "report", '"k"'],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_construct_sliced_compiles_and_unsliced_does_not(tmp_path, name):
+    text, kept, gone = CASES[name]
+    source = tmp_path / "k.cu"
+    source.write_text(text)
+    code = device_code(parse_source(source))
+    sliced = code.slice(str(source), source.read_bytes())
+
+    assert_only_blanked(source.read_bytes(), sliced)
+    lines = sliced.decode().split("\n")
+    for line in kept:
+        number = text.split("\n").index(line)
+        assert lines[number] == line  # at its own line number
+    for fragment in gone:
+        assert fragment not in sliced.decode()
+    ok, log, _ = nvrtc_compile(sliced, source)
+    assert ok, log
+    assert not nvrtc_compile(source.read_bytes(), source)[0]
+
+
+def test_nvrtc_reports_the_users_line_numbers(tmp_path):
+    source = tmp_path / "k.cu"
+    source.write_text(
+        "#include <cstdio>\n"
+        "void host() {\n"
+        '  std::printf("three lines\\n");\n'
+        "}\n"
+        "__global__ void k(int *a) {\n"
+        "  a[0] = not_declared;\n"
+        "}\n"
+    )
+    sliced = device_code(parse_source(source)).slice(str(source), source.read_bytes())
+    ok, log, _ = nvrtc_compile(sliced, source)
+    assert not ok
+    assert f"{source}(6): error" in log and "not_declared" in log
+
+
+def test_prelude_gives_fixed_width_types_and_namespace_std(tmp_path):
+    source = tmp_path / "k.cu"
+    text = (
+        b"using namespace std;\n"
+        b"__global__ void k(int64_t *a, uint32_t b, std::size_t n, std::uint8_t c) "
+        b"{ a[0] = b + n + c; }\n"
+    )
+    ok, log, _ = nvrtc_compile(text, source)
+    assert ok, log
+    ok, log, _ = nvrtc_compile(text, source, prelude=False)
+    assert not ok and "int64_t" in log
+
+
+def test_listed_device_headers_compile_under_nvrtc(tmp_path):
+    present = sorted(h for h in DEVICE_HEADERS if (CUDA_INCLUDE / h).is_file())
+    present += [
+        h
+        for h in ("cooperative_groups/reduce.h", "cuda/std/cstdint", "nv/target")
+        if (CUDA_INCLUDE / h).is_file() or (CUDA_INCLUDE / "cccl" / h).is_file()
+    ]
+    assert "cuda_fp16.h" in present, f"no CUDA toolkit headers under {CUDA_INCLUDE}"
+    assert all(is_device_header(h) for h in present)
+    text = "".join(f"#include <{h}>\n" for h in present)
+    ok, log, _ = nvrtc_compile(
+        f"{text}__global__ void k(int *a) {{ a[0] = 1; }}\n".encode(), tmp_path / "k.cu"
+    )
+    assert ok, log
+
+
+def test_is_device_header():
+    assert is_device_header("cuda_bf16.h") and is_device_header("sm_61_intrinsics.h")
+    assert is_device_header("cooperative_groups/reduce.h") and is_device_header("cuda/barrier")
+    for host in ("cstdio", "vector", "cuda.h", "thrust/device_vector.h", "omp.h", "math.h"):
+        assert not is_device_header(host)
+
+
+# --- slicing text ----------------------------------------------------------------------------
+
+
+def test_slice_applies_spans_by_line_to_a_rewritten_variant(tmp_path):
+    source = tmp_path / "k.cu"
+    source.write_text(
+        "#ifndef BLOCK\n"
+        "#define BLOCK 32\n"
+        "#endif\n"
+        "int host(int x) {\n"
+        "#define LOCAL 1\n"
+        "  return x * LOCAL; }\n"
+        "__global__ void k(int *a) { a[0] = BLOCK * LOCAL; }\n"
+    )
+    code = device_code(parse_source(source))
+    variant = (
+        source.read_bytes().replace(b"BLOCK 32", b"BLOCK 1024").replace(b"LOCAL 1", b"LOCAL 77")
+    )
+    sliced = code.slice(str(source), variant).decode().split("\n")
+    assert sliced[1] == "#define BLOCK 1024" and sliced[4] == "#define LOCAL 77"
+    assert sliced[3].strip() == "" and sliced[5].strip() == ""
+    assert sliced[6] == "__global__ void k(int *a) { a[0] = BLOCK * LOCAL; }"
+    ok, log, _ = nvrtc_compile("\n".join(sliced).encode(), source)
+    assert ok, log
+
+
+def test_slice_keeps_crlf_and_leaves_other_files_alone(tmp_path):
+    source = tmp_path / "k.cu"
+    source.write_bytes(b"int host() { return 1; }\r\n__global__ void k(int *a) { a[0] = 1; }\r\n")
+    code = device_code(parse_source(source))
+    sliced = code.slice(str(source), source.read_bytes())
+    assert sliced == b" " * 24 + b"\r\n__global__ void k(int *a) { a[0] = 1; }\r\n"
+    other = b"int main() { return 0; }\n"
+    assert code.slice(str(tmp_path / "other.cu"), other) is other
+
+    clean = tmp_path / "clean.cu"
+    clean.write_bytes(b"__global__ void k(int *a) { a[0] = 1; }\n")
+    clean_code = device_code(parse_source(clean))
+    assert clean_code.spans == {str(clean): ()}
+    assert clean_code.slice(str(clean), clean.read_bytes()) == clean.read_bytes()
+
+
+# --- on the problem --------------------------------------------------------------------------
+
+
+def _count_parses(monkeypatch) -> list[int]:
+    calls: list[int] = []
+    real = kernel_module.parse_cuda
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    for module in (annotate, kernel_module, device_code_module):
+        monkeypatch.setattr(module, "parse_cuda", counted)
+    return calls
+
+
+def test_kernel_problem_parses_once_for_kernels_and_device_code(tmp_path, monkeypatch):
+    calls = _count_parses(monkeypatch)
+    problem = read_problem(JACOBI)
+    assert problem.kernels and problem.device_code is not None
+    assert len(calls) == 1
+
+
+def test_problem_without_kernels_has_no_device_code_and_no_second_parse(tmp_path, monkeypatch):
+    calls = _count_parses(monkeypatch)
+    source = tmp_path / "program.cu"
+    source.write_text(
+        "#define B 32 // @tune values(32, 64)\n"
+        "__global__ void k(int *a) { a[0] = B; }\n"
+        "int main() { return 0; }\n"
+    )
+    problem = read_problem(source)
+    assert problem.device_code is None and not problem.kernels
+    assert calls == []

@@ -1,0 +1,266 @@
+"""annotune's CMake package with real CMake: the OpenACC matmul example built, run and rebuilt.
+
+The build must recompile the target only when the tuned header it gets changes, and the header's
+values must reach the compiler. Needs cmake and gcc (`.ci/run` installs cmake).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import annotune
+from annotune.cli.app import CMAKE_DIR
+
+ROOT = Path(__file__).parents[2]
+MATMUL = ROOT / "examples" / "openacc" / "matmul"
+DEVICE = "cmake-test-device"
+BIN = Path(sys.executable).parent
+DEFAULT = re.search(r"#define TILE_I (\d+)", (MATMUL / "matmul.c").read_text()).group(1)
+FIRST, SECOND = [value for value in ("32", "64", "8") if value != DEFAULT][:2]
+"""Tuned values of TILE_I that differ from the source's default and from each other."""
+"""Where this environment's `annotune` command is: the build finds it on PATH."""
+
+pytestmark = [
+    pytest.mark.skipif(
+        shutil.which("cmake") is None,
+        reason="cmake is not installed (apt-get install cmake; .ci/run does it)",
+    ),
+    pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed"),
+]
+
+
+def _env(**extra: str) -> dict[str, str]:
+    assert (BIN / "annotune").is_file(), f"no annotune command in {BIN}"
+    path = os.pathsep.join([str(BIN), os.environ.get("PATH", "")])
+    return {**os.environ, "PATH": path, "ANNOTUNE_DEVICE": DEVICE, **extra}
+
+
+def _run(*args: object, cwd: Path | None = None, env: dict[str, str] | None = None) -> str:
+    done = subprocess.run(
+        [str(a) for a in args],
+        cwd=cwd,
+        env=env or _env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout + done.stderr
+
+
+def _compiles(log: str) -> int:
+    """How many times `cmake --build -v` compiled matmul.c."""
+    return len(re.findall(r" -c \S*matmul\.c\b", log))
+
+
+def _command(build: Path) -> tuple[list[str], Path]:
+    """The command that compiles matmul.c, and where it runs (compile_commands.json)."""
+    (entry,) = json.loads((build / "compile_commands.json").read_text())
+    return shlex.split(entry["command"]), Path(entry["directory"])
+
+
+def _macros(build: Path) -> str:
+    """What the compiler defines when it compiles matmul.c as the build does (its command,
+    preprocessing only): proof that the force-included header's values reach it."""
+    command, directory = _command(build)
+    args, kept = iter(command), []
+    for arg in args:
+        if arg in ("-o", "-MF", "-MT"):
+            next(args)
+        elif arg not in ("-c", "-MD"):
+            kept.append(arg)
+    return _run(*kept, "-E", "-dM", cwd=directory)
+
+
+def _readme_block() -> str:
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("### With CMake") :]
+    return re.search(r"```sh\n(.*?)```", section, re.DOTALL).group(1)
+
+
+def test_the_readme_example_builds_and_runs_from_the_repository_root(tmp_path):
+    """The README's commands as written, the build directory moved out of the checkout; the
+    example's own directory is left as it was."""
+    script = _readme_block()
+    assert "build/matmul" in script
+    build = tmp_path / "build" / "matmul"
+    before = sorted(MATMUL.rglob("*"))
+    out = _run(
+        "bash",
+        "-euo",
+        "pipefail",
+        "-c",
+        script.replace("build/matmul", shlex.quote(str(build))),
+        cwd=ROOT,
+        env=_env(CMAKE_EXPORT_COMPILE_COMMANDS="ON"),
+    )
+    assert re.search(r"^time_ms \d", out, re.MULTILINE), out
+    assert re.search(r"^annotune-check: \S", out, re.MULTILINE), out  # annotune_INCLUDE_DIR
+    header = build / "annotune" / "matmul.tuned.h"
+    command, _ = _command(build)
+    assert command[command.index("-include") + 1] == str(header)
+    assert f"#define TILE_I {DEFAULT}" in _macros(build)  # no tuned header for this device
+    assert sorted(MATMUL.rglob("*")) == before
+
+
+GENERATORS = [
+    "Unix Makefiles",
+    pytest.param(
+        "Ninja",
+        marks=pytest.mark.skipif(shutil.which("ninja") is None, reason="ninja is not installed"),
+    ),
+]
+
+
+@pytest.mark.parametrize("generator", GENERATORS)
+def test_the_target_recompiles_only_when_its_tuned_header_changes(tmp_path, generator):
+    source = tmp_path / "src"
+    source.mkdir()
+    for name in ("matmul.c", "CMakeLists.txt"):
+        shutil.copy(MATMUL / name, source / name)
+    build = tmp_path / "build dir"  # a space: the -include option keeps the path one argument
+    _run("cmake", "-S", source, "-B", build, "-G", generator, f"-Dannotune_DIR={CMAKE_DIR}",
+         "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON")  # fmt: skip
+    obj = build / "CMakeFiles" / "matmul.dir" / "matmul.c.o"
+    header = build / "annotune" / "matmul.tuned.h"
+
+    def rebuild() -> int:
+        return _compiles(_run("cmake", "--build", build, "-v"))
+
+    assert rebuild() == 1
+    assert f"#define TILE_I {DEFAULT}" in _macros(build)
+    compiled = obj.stat().st_mtime_ns
+    assert rebuild() == 0 and obj.stat().st_mtime_ns == compiled
+
+    tuned = source / "tuned" / DEVICE / "matmul.h"  # committed after configuring: still seen
+    tuned.parent.mkdir(parents=True)
+    tuned.write_text(header.read_text().replace(f"TILE_I {DEFAULT}", f"TILE_I {FIRST}"))
+    assert rebuild() == 1
+    assert f"#define TILE_I {FIRST}" in header.read_text()
+    assert f"#define TILE_I {FIRST}" in _macros(build)
+
+    later = tuned.stat().st_mtime + 5  # re-tuned to the same values: the header stays
+    os.utime(tuned, (later, later))
+    assert rebuild() == 0
+
+    tuned.write_text(tuned.read_text().replace(f"TILE_I {FIRST}", f"TILE_I {SECOND}"))
+    os.utime(tuned, (later + 5, later + 5))  # after the touch, as a clock would have it
+    assert rebuild() == 1
+    assert f"#define TILE_I {SECOND}" in _macros(build)
+    assert "time_ms" in _run(build / "matmul")
+
+
+def _configure(tmp_path: Path, body: str, *args: str, env: dict[str, str] | None = None):
+    (tmp_path / "m.c").write_text("int main(void) { return 0; }\n")
+    (tmp_path / "CMakeLists.txt").write_text(
+        f"cmake_minimum_required(VERSION 3.20)\nproject(t NONE)\n{body}\n"
+    )
+    return subprocess.run(
+        ["cmake", "-S", str(tmp_path), "-B", str(tmp_path / "build"), *args],
+        env=env or _env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_device_and_output_choose_the_header_and_where_it_goes(tmp_path):
+    """DEVICE wins over the device at hand ($ANNOTUNE_DEVICE here); OUTPUT is relative to the
+    build directory. Only the header's step is built."""
+    shutil.copy(MATMUL / "matmul.c", tmp_path / "matmul.c")
+    tuned = tmp_path / "tuned" / "other-gpu" / "matmul.h"
+    tuned.parent.mkdir(parents=True)
+    tuned.write_text(f"#define TILE_I {FIRST}\n")
+    body = (
+        f"include({CMAKE_DIR}/annotuneConfig.cmake)\nadd_library(m OBJECT m.c)\n"
+        "annotune_tuned_header(m SOURCE matmul.c DEVICE other-gpu OUTPUT headers/mm.h)"
+    )
+    done = _configure(tmp_path, body)
+    assert done.returncode == 0, done.stderr
+    _run("cmake", "--build", tmp_path / "build", "--target", "annotune_matmul")
+    assert (tmp_path / "build" / "headers" / "mm.h").read_text() == tuned.read_text()
+
+
+def test_find_package_takes_the_directory_and_checks_the_version(tmp_path):
+    report = 'message(STATUS "annotune ${annotune_VERSION} found=${annotune_FOUND}")'
+    found = _configure(
+        tmp_path,
+        f"find_package(annotune 0.1 CONFIG REQUIRED)\n{report}",
+        f"-Dannotune_DIR={CMAKE_DIR}",
+    )
+    assert found.returncode == 0, found.stderr
+    assert f"annotune {annotune.__version__} found=1" in found.stdout
+    cache = (tmp_path / "build" / "CMakeCache.txt").read_text()
+    assert f"ANNOTUNE_EXECUTABLE:FILEPATH={BIN / 'annotune'}" in cache
+    for wanted in ("0.2", "1.0", "0.0...<0.1"):
+        shutil.rmtree(tmp_path / "build")
+        other = _configure(
+            tmp_path,
+            f"find_package(annotune {wanted} CONFIG)\n{report}",
+            f"-Dannotune_DIR={CMAKE_DIR}",
+        )
+        assert other.returncode == 0 and "found=0" in other.stdout, wanted
+
+
+def test_the_version_file_says_the_package_version():
+    text = (CMAKE_DIR / "annotuneConfigVersion.cmake").read_text()
+    assert f'set(PACKAGE_VERSION "{annotune.__version__}")' in text
+
+
+INCLUDE = f"include({CMAKE_DIR}/annotuneConfig.cmake)\nadd_library(m OBJECT m.c)\n"
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        ("annotune_tuned_header(m)", "SOURCE <file> is missing"),
+        ("annotune_tuned_header(m SOURCE m.c DEVCE x)", "unknown argument 'DEVCE'"),
+        ("annotune_tuned_header(m SOURCE)", "SOURCE needs a value"),
+        ("annotune_tuned_header(SOURCE m.c)", "the target is missing"),
+        ("annotune_tuned_header(n SOURCE m.c)", "'n' is not a target"),
+        ("annotune_tuned_header(m SOURCE gone.c)", "gone.c is not a file"),
+        (
+            "add_library(n OBJECT m.c)\nannotune_tuned_header(m SOURCE m.c OUTPUT h.h)\n"
+            "annotune_tuned_header(n SOURCE m.c OUTPUT h.h DEVICE other)",
+            "already the tuned header of another source or device",
+        ),
+    ],
+)
+def test_bad_arguments_stop_the_configuration_with_a_clear_message(tmp_path, call, message):
+    done = _configure(tmp_path, INCLUDE + call)
+    assert done.returncode != 0
+    assert message in " ".join(done.stderr.split()), done.stderr
+
+
+def test_without_an_annotune_command_configuring_fails_with_the_way_out(tmp_path):
+    """The module copied away from any Python environment, and no annotune on PATH."""
+    module = tmp_path / "module"
+    shutil.copytree(CMAKE_DIR, module)
+    cmake_bin = str(Path(shutil.which("cmake")).parent)
+    assert shutil.which("annotune", path=cmake_bin) is None
+    env = {**_env(), "PATH": cmake_bin}
+    project = tmp_path / "project"
+    project.mkdir()
+    required = _configure(
+        project, "find_package(annotune CONFIG REQUIRED)", f"-Dannotune_DIR={module}", env=env
+    )
+    assert required.returncode != 0
+    assert "no annotune command was found" in " ".join(required.stderr.split())
+    shutil.rmtree(project / "build")
+    included = _configure(
+        project,
+        f"include({module}/annotuneConfig.cmake)\nadd_library(m OBJECT m.c)\n"
+        "annotune_tuned_header(m SOURCE m.c)",
+        env=env,
+    )
+    assert included.returncode != 0
+    assert "-DANNOTUNE_EXECUTABLE" in " ".join(included.stderr.split())
