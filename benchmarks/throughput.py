@@ -1,6 +1,6 @@
 """Configurations a minute, and where the time goes: compile-only everywhere, tunes on a GPU.
 
-    python benchmarks/throughput.py [--configs 60] [--nvcc-configs 12] [--json]
+    python benchmarks/throughput.py [--configs 60] [--nvcc-configs 12] [--example conv2d] [--json]
     python benchmarks/throughput.py --gpu [--kernel-configs 1000] [--program-configs 30]
 
 (a) Compile-only, on this machine, for every CUDA example with a `#pragma annotune kernel`:
@@ -38,11 +38,13 @@ CONV2D = EXAMPLES / "conv2d" / "conv2d.cu"
 ARCH = "sm_90"
 
 
-def cuda_examples() -> list[Path]:
-    """Every CUDA example that declares a kernel: kernel mode is what NVRTC compiles."""
+def cuda_examples(names: list[str]) -> list[Path]:
+    """The CUDA examples (all, or those `names` names) that declare a kernel: kernel mode is
+    what NVRTC compiles."""
     found = []
     for source in sorted(EXAMPLES.glob("*/*.cu")):
-        if "#pragma annotune kernel" in source.read_text():
+        wanted = not names or source.parent.name in names
+        if wanted and "#pragma annotune kernel" in source.read_text():
             found.append(source)
     return found
 
@@ -67,7 +69,7 @@ def compile_only(source: Path, configs: int, *, nvrtc: bool, jobs: int | None) -
         "configs": done,
         "compiled": report.compiled,
         "failed": report.failed,
-        "fallbacks": getattr(report, "fallbacks", 0),
+        "fallbacks": report.fallbacks,
         "seconds": round(report.seconds, 2),
         "per_minute": round(60 * done / report.seconds, 1) if report.seconds else None,
         "command": report.command,
@@ -76,7 +78,7 @@ def compile_only(source: Path, configs: int, *, nvrtc: bool, jobs: int | None) -
 
 def compile_table(args: argparse.Namespace) -> list[dict]:
     rows = []
-    for source in cuda_examples():
+    for source in cuda_examples(args.example):
         name = source.parent.name
         fast = compile_only(source, args.configs, nvrtc=True, jobs=args.jobs)
         slow = compile_only(source, args.nvcc_configs, nvrtc=False, jobs=args.jobs)
@@ -196,6 +198,7 @@ def main() -> int:
     parser.add_argument("--configs", type=int, default=60, help="NVRTC configurations each")
     parser.add_argument("--nvcc-configs", type=int, default=12, help="nvcc configurations each")
     parser.add_argument("--jobs", type=int, default=None, help="compile pool width (cores)")
+    parser.add_argument("--example", action="append", default=[], help="e.g. conv2d (repeat)")
     parser.add_argument("--gpu", action="store_true", help="also tune conv2d on this GPU")
     parser.add_argument("--kernel-configs", type=int, default=1000)
     parser.add_argument("--program-configs", type=int, default=30)
