@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from pathlib import Path
 
 from annotune.annotate.collect import collect
@@ -12,6 +13,7 @@ from annotune.annotate.frontend import ParsedSource, check_readable, parse_sourc
 from annotune.annotate.kernel import declares_kernels, kernel_specs, parse_cuda
 from annotune.annotate.problem import ConstraintDecl, Problem, TunableParam, Use
 from annotune.core.diagnostics import AnnotuneError, Location
+from annotune.core.records import Number
 from annotune.space import Param, Space, SpaceError
 
 __all__ = [
@@ -25,17 +27,20 @@ __all__ = [
 ]
 
 
-def read_problem(source: Path, *, config_path: Path | None = None) -> Problem:
+def read_problem(
+    source: Path, *, config_path: Path | None = None, fixed: Mapping[str, Number] | None = None
+) -> Problem:
     """Parse `source` (and its local headers and config entry) into a checked Problem.
 
     Without `config_path`, the nearest annotune.toml or [tool.annotune] above the source is used.
+    `fixed`: problem sizes set for this tune, each a parameter of one value (`collect`).
     Raises AnnotuneError, located, for every mistake.
     """
-    return read_problem_and_source(source, config_path=config_path)[0]
+    return read_problem_and_source(source, config_path=config_path, fixed=fixed)[0]
 
 
 def read_problem_and_source(
-    source: Path, *, config_path: Path | None = None
+    source: Path, *, config_path: Path | None = None, fixed: Mapping[str, Number] | None = None
 ) -> tuple[Problem, ParsedSource]:
     """`read_problem`, and the parsed files it came from, for tools that edit them (`lift`)."""
     check_readable(source)
@@ -43,7 +48,7 @@ def read_problem_and_source(
     include_dirs = list(config.include_dirs) if config else []
     defines = list(config.defines) if config else []
     parsed = parse_source(source, include_dirs=include_dirs, defines=defines)
-    problem = collect(parsed, config)
+    problem = collect(parsed, config, fixed)
     if not problem.params:
         raise AnnotuneError(
             "no tunable parameters found (mark a #define with '// @tune DOMAIN')",

@@ -6,6 +6,7 @@ Every mistake becomes an AnnotuneError located at the token that caused it.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -78,8 +79,16 @@ class _Collector:
         self.params[param.name] = param
 
 
-def collect(parsed: ParsedSource, config: FileConfig | None = None) -> Problem:
-    """Read every annotation of the parsed files into a Problem (parameter uses included)."""
+def collect(
+    parsed: ParsedSource,
+    config: FileConfig | None = None,
+    fixed: Mapping[str, Number] | None = None,
+) -> Problem:
+    """Read every annotation of the parsed files into a Problem (parameter uses included).
+
+    `fixed` are problem sizes set for this tune (`annotune tune --sizes`): each becomes a
+    parameter of one value, so that it reaches the compiler as a tunable does (`-D`, or the
+    rewritten copy when its #define is unguarded) and is part of the study's space."""
     collector = _Collector(parsed)
     _scan_file(collector, parsed.main, visited=set())
     for define, found in collector.pending_define_params:
@@ -90,6 +99,8 @@ def collect(parsed: ParsedSource, config: FileConfig | None = None) -> Problem:
         _add_pragma_param(collector, *args)
     if config is not None:
         _add_config(collector, config)
+    for name, value in (fixed or {}).items():
+        _add_fixed(collector, name, value)
     uses = _uses(parsed, set(collector.params))
     params = tuple(_with_uses(parsed, p, uses[p.name]) for p in collector.params.values())
     return Problem(
@@ -580,6 +591,49 @@ def _add_config(collector: _Collector, config: FileConfig) -> None:
         )
     for expr, location in config.constraints:
         collector.constraints.append(ConstraintDecl(expr, location, origin="config"))
+
+
+def defined_number(parsed: ParsedSource, name: str) -> Number | None:
+    """The number `name` is #defined to in the user's files (the definition the preprocessor
+    keeps), None when it is not defined to a number literal: a size's default."""
+    collector = _Collector(parsed)
+    _scan_file(collector, parsed.main, visited=set())
+    define = collector.defines.get(name)
+    return _define_value(define) if define is not None else None
+
+
+def _add_fixed(collector: _Collector, name: str, value: Number) -> None:
+    known = collector.params.get(name)
+    if known is not None:
+        raise AnnotuneError(
+            f"'{name}' is a tuned parameter; a problem size is a macro or program argument "
+            "that is not tuned",
+            known.location,
+        )
+    define = collector.defines.get(name)
+    if define is not None and define.function_like:
+        raise AnnotuneError(
+            f"'{name}' is a function-like macro, not a problem size", define.name_location
+        )
+    text = _c_number(value)
+    collector.add(
+        TunableParam(
+            name=name,
+            values=(value,),
+            default=value,
+            origin="size",
+            guarded=define.guarded if define is not None else True,
+            location=define.name_location
+            if define is not None
+            else Location(collector.parsed.main.path, 1, 1),
+            domain=f"values({text})",
+            value_span=define.value_span if define is not None else None,
+        )
+    )
+
+
+def _c_number(value: Number) -> str:
+    return repr(int(value)) if float(value).is_integer() else repr(float(value))
 
 
 # --- uses ---------------------------------------------------------------------------------------

@@ -9,7 +9,8 @@ from annotune.annotate.device_code import DeviceCode
 from annotune.core.diagnostics import Location
 from annotune.core.records import Number
 
-ORIGINS = ("define", "pragma", "literal", "config")
+ORIGINS = ("define", "pragma", "literal", "config", "size")
+"""Where a parameter was declared; "size" is a problem size fixed for one tune (`--sizes`)."""
 
 
 @dataclass(frozen=True)

@@ -71,7 +71,8 @@ COMMANDS: dict[str, LazyCommand] = {
     ),
     "predict": LazyCommand(
         "annotune.cli.predict",
-        "Predict the best configuration of FILE for a GPU from other GPUs' results alone.",
+        "Predict the best configuration of FILE for a GPU from other GPUs' results alone, or "
+        "for a problem size from the other sizes tuned (--size).",
     ),
     "scan": LazyCommand(
         "annotune.cli.scan",

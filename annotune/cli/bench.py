@@ -7,6 +7,10 @@ entries of the annotune.toml found from the current directory, over annotune's o
 known nowhere is a warning on stderr (which GPU stood in, which features are missing), never an
 error.
 
+`--held-out-size` leaves each problem size out of datasets of one kernel at several sizes and
+prints the fraction of its optimum reached by the nearest tuned size's best configuration, the
+model's choice and the single best configuration of the other sizes (`annotune.bench.sizes`).
+
 Exit codes: 0 success, 2 bad input (missing or unreadable dataset, bad option), 130
 interrupted. With --json, stdout holds exactly one JSON object; progress goes to stderr.
 """
@@ -22,6 +26,7 @@ from rich.table import Table
 
 from annotune.annotate.config import find_config
 from annotune.bench import BenchRow, RunTrace, bench, plot_boxes, size_prior
+from annotune.bench.sizes import SizeRow, held_out_sizes, mean_fractions
 from annotune.bench.transfer import TransferRow, transfer_bench
 from annotune.cli.app import app, print_json, require_matplotlib, stderr, stdout, user_errors
 from annotune.cli.params import MAX_COUNT, MAX_SEED, GpusOption, one_of, output_file
@@ -75,12 +80,29 @@ def bench_command(
         help="predictive: learn each dataset from the given datasets of the same kernel at "
         "other problem sizes (their problem sizes are the model's task features).",
     ),
+    held_out_size: bool = typer.Option(
+        False,
+        "--held-out-size",
+        help="Leave each problem size out of datasets of one kernel at several sizes: the "
+        "nearest tuned size's best, the model's choice and the single best configuration of the "
+        "others, as fractions of its optimum (--seed seeds the model; --strategy is ignored).",
+    ),
     gpus: GpusOption = None,
 ) -> None:
     """Measurements each strategy needs for Standard 1 (median of best >= 0.95) and
     Standard 2 (5th percentile >= 0.95), beside the exact values for random search."""
     with user_errors():
         loaded = [load_replay(path) for path in datasets]
+        if held_out_size:
+            for flag, given in (
+                ("--transfer", transfer),
+                ("--across-sizes", across_sizes),
+                ("--plot", plot is not None),
+            ):
+                if given:
+                    raise AnnotuneError(f"{flag} does not combine with --held-out-size")
+            _held_out_size(loaded, seed, json_output)
+            return
         if transfer:
             if plot is not None:
                 raise AnnotuneError("--plot does not combine with --transfer")
@@ -221,4 +243,55 @@ def _transfer_table(rows: list[TransferRow]) -> Table:
             f"{row.zero_shot:.3f}",
             f"{row.naive:.3f} ({row.naive_source})",
         )
+    return table
+
+
+def _held_out_size(loaded: list[ReplayDataset], seed: int, as_json: bool) -> None:
+    rows = held_out_sizes(loaded, seed=seed)
+    for warning in dict.fromkeys(w for row in rows for w in row.warnings):
+        stderr.print(f"annotune: warning: {warning}", markup=False, highlight=False)
+    if as_json:
+        print_json({"results": [row.to_json() for row in rows], "mean": mean_fractions(rows)})
+    else:
+        stdout.print(_size_table(rows))
+
+
+def _size_table(rows: list[SizeRow]) -> Table:
+    def number(value: float) -> str:
+        return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+    def size(values: tuple[float, ...]) -> str:
+        return "x".join(number(v) for v in values)
+
+    def config(values: tuple[float, ...]) -> str:
+        return ",".join(number(v) for v in values)
+
+    table = Table(
+        title="Leave one problem size out: fraction of the held-out size's optimum reached "
+        f"(configurations as {','.join(rows[0].names)})"
+    )
+    columns = ("held out", "tuned", "best there", "nearest", "model", "size feature", "single best")
+    for column in columns:
+        fraction = column in ("nearest", "model", "single best")
+        table.add_column(column, justify="right" if fraction else "left")
+    for row in rows:
+        table.add_row(
+            size(row.problem_size) + ("" if row.between else " (outside)"),
+            " ".join(size(s) for s in row.tuned),
+            config(row.best),
+            f"{row.nearest.fraction:.3f} ({size(row.nearest_size)}: {config(row.nearest.config)})",
+            f"{row.model.fraction:.3f} ({config(row.model.config)})",
+            row.features.describe(),
+            f"{row.single_best.fraction:.3f} ({config(row.single_best.config)})",
+        )
+    means = mean_fractions(rows)
+    table.add_row(
+        "mean",
+        "",
+        "",
+        f"{means['nearest']:.3f}",
+        f"{means['model']:.3f}",
+        "",
+        f"{means['single_best']:.3f}",
+    )
     return table

@@ -18,6 +18,12 @@ and its headers in DIR (`emit.shadow`), and the arguments that compile them prin
 The common path (OUT already holds the tuned header) only compares a file: the source is not
 parsed, and neither libclang, jinja2 nor rich is imported (a no-op `make` pays for Python,
 typer and this); with `--shadow-dir`, DIR's manifest stands in for the parse.
+
+`--per-arch` (CUDA sources) writes instead one header that holds every GPU's committed tuned
+header, for a binary built for several architectures (`emit.arch`): device code chooses by
+`__CUDA_ARCH__`, the host by a generated function of the compute capability. Each GPU's
+capability comes from the GPU tables (`transfer.headers.arch_gpus`). It always parses the
+source (a quarter of a second), since the defaults and the parameters come from there.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ from annotune.run.device import DEVICE_ENV, current_device_name
 
 if TYPE_CHECKING:
     from annotune.annotate import Problem
+    from annotune.emit.arch import ArchHeader
     from annotune.transfer.headers import HeaderStandIn
 
 
@@ -75,6 +82,22 @@ def build(
             "edit, and print what to compile instead of FILE.",
         ),
     ] = None,
+    per_arch: Annotated[
+        bool,
+        typer.Option(
+            "--per-arch",
+            help="CUDA: one header with every GPU's tuned values, chosen by __CUDA_ARCH__ in "
+            "device code and by compute capability at run time, for a binary built for "
+            "several architectures (-gencode).",
+        ),
+    ] = False,
+    host_device: Annotated[
+        str | None,
+        typer.Option(
+            help="With --per-arch: the tuned GPU whose values the host pass's macros take "
+            "(default: the defaults).",
+        ),
+    ] = None,
     gpus: GpusOption = None,
     json: JsonFlag = False,
 ) -> None:
@@ -82,6 +105,12 @@ def build(
     with user_errors():
         if not file.is_file():
             raise AnnotuneError("no such file", Location(str(file), 1, 1))
+        if per_arch or host_device is not None:
+            _per_arch_options(per_arch, device, shadow_dir)
+            header, changed = _build_per_arch(file, out, out_dir, config, gpus, host_device)
+            if json:
+                _print_per_arch(header, out, changed)
+            return
         name = device or current_device_name()
         header = tuned_header_path(file, name, out_dir)
         tuned = header.is_file()
@@ -124,6 +153,86 @@ def build(
         print(shlex.join(compile_args))
 
 
+def _per_arch_options(per_arch: bool, device: str | None, shadow_dir: Path | None) -> None:
+    """AnnotuneError for options that do not go with --per-arch, or need it."""
+    if not per_arch:
+        raise AnnotuneError("--host-device goes with --per-arch")
+    if device is not None:
+        raise AnnotuneError(
+            "--per-arch takes every tuned GPU's header; --device picks one: give one of them"
+        )
+    if shadow_dir is not None:
+        raise AnnotuneError(
+            "--per-arch cannot go with --shadow-dir: a copy of the source holds one value per "
+            "parameter, not one per architecture",
+            hint="guard the parameters with `annotune lift FILE --write`, then use --per-arch",
+        )
+
+
+def _build_per_arch(
+    file: Path,
+    out: Path,
+    out_dir: Path | None,
+    config: Path | None,
+    gpus: Path | None,
+    host_device: str | None,
+) -> tuple[ArchHeader, bool]:
+    """Write the per-architecture header of FILE to OUT (`emit.arch`); the header and whether
+    OUT changed. Warnings (capabilities guessed, ties, no tuned header) go to stderr."""
+    from annotune.annotate.config import find_config
+    from annotune.emit.arch import render_arch_header
+    from annotune.transfer.headers import arch_gpus
+    from annotune.transfer.resolve import user_table
+
+    problem = _problem(file, config)
+    if problem.language != "cuda":
+        raise AnnotuneError(
+            f"--per-arch is for CUDA sources, and {file.name} is {problem.language}: its code "
+            "is compiled for one target, so one tuned header fits it",
+            Location(str(file), 1, 1),
+            hint=f"build the header of each target's device: `annotune build {file} --device "
+            "NAME -o OUT`",
+        )
+    table = user_table(gpus, config or find_config(file))
+    found = arch_gpus(file, out_dir, table)
+    header = render_arch_header(
+        problem, found.gpus, host_device=host_device, tool_version=__version__
+    )
+    warnings = [*found.warnings, *header.warnings]
+    if not header.choices:
+        warnings.append(
+            f"no tuned header of {file.name} in {found.directory}: every architecture gets the "
+            "defaults"
+        )
+    used = [c.gpu.tuned for c in header.choices] + ([header.host] if header.host else [])
+    for tuned in dict.fromkeys(used):
+        _check_reaches(problem, file, _read(tuned.path), tuned.path)
+    for warning in warnings:
+        print(f"annotune: warning: {warning}", file=sys.stderr)
+    return header, write_if_changed(out, header.text)
+
+
+def _print_per_arch(header: ArchHeader, out: Path, changed: bool) -> None:
+    print_json(
+        {
+            "output": str(out),
+            "changed": changed,
+            "architectures": [
+                {
+                    "arch": choice.arch,
+                    "device": choice.gpu.tuned.device,
+                    "kind": choice.gpu.tuned.kind,
+                    "measurements": choice.gpu.tuned.measurements,
+                    "header": str(choice.gpu.tuned.path),
+                    "passed_over": [o.tuned.device for o in choice.passed_over],
+                }
+                for choice in header.choices
+            ],
+            "host": header.host.device if header.host else None,
+        }
+    )
+
+
 def _stand_in(
     file: Path, device: str, out_dir: Path | None, config: Path | None, gpus: Path | None
 ) -> HeaderStandIn | None:
@@ -157,16 +266,23 @@ def _check_reaches(problem: Problem, file: Path, text: str, header: Path) -> Non
     ignored: the header is then not written."""
     from annotune.builder.variants import header_ignored
     from annotune.builder.verify import macro_number
+    from annotune.emit.sizes import read_size_table
 
-    values = header_values(text)
-    ignored = header_ignored(problem, {k: macro_number(v) for k, (v, _) in values.items()})
+    table = read_size_table(text, str(header))
+    if table is None:
+        values = header_values(text)
+        found = [({k: macro_number(v) for k, (v, _) in values.items()}, "")]
+    else:  # every size's values: the one the compiler takes is known only when it compiles
+        found = [(dict(e.params), f" for {table.name} = {e.size}") for e in table.entries]
+    checked = ((tuned, where, header_ignored(problem, tuned)) for tuned, where in found)
+    tuned, where, ignored = next((c for c in checked if c[2]), ({}, "", []))
     if not ignored:
         return
     first, *others = ignored
     kind = "pragma literal" if first.origin == "literal" else "unguarded #define"
     message = (
-        f"{first.name} is tuned to {values[first.name][0]} ({header}), but the compiler uses "
-        f"this {kind}, {first.default}: a header included with -include cannot override it"
+        f"{first.name} is tuned to {tuned[first.name]}{where} ({header}), but the compiler "
+        f"uses this {kind}, {first.default}: a header included with -include cannot override it"
     )
     if others:
         message += (
@@ -189,7 +305,15 @@ def _shadow(problem: Problem, file: Path, text: str, header: Path, directory: Pa
     headers annotune did not read), and DIR's copy of FILE."""
     from annotune.builder.variants import copy_dirs, needs_copy, variant_source
     from annotune.builder.verify import macro_number
+    from annotune.emit.sizes import read_size_table
 
+    table = read_size_table(text, str(header))
+    if table is not None:
+        raise AnnotuneError(
+            f"{header} selects its values per {table.name}, and which size the compiler sees is "
+            "known only when it compiles: they cannot be written into copies",
+            hint=f"guard the tuned #defines (`annotune lift {file} --write`) and drop --shadow-dir",
+        )
     values = header_values(text)
     params = {}
     for param in problem.params:

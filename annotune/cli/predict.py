@@ -28,20 +28,33 @@ from annotune.cli.app import (
     user_errors,
 )
 from annotune.cli.params import MAX_SEED, GpusOption, device_name, output_dir
+from annotune.core.diagnostics import AnnotuneError
 from annotune.emit import check_headers_writable
+from annotune.emit.sizes import parse_sizes
+from annotune.run.device import current_device_name
 from annotune.transfer.prior import predict
 from annotune.transfer.resolve import user_table
+from annotune.transfer.sizes import predict_size
 
 
 @app.command("predict")
 def predict_command(
     file: Annotated[Path, typer.Argument(help="The annotated source.")],
     device: Annotated[
-        str,
+        str | None,
         typer.Option(
-            callback=device_name, help="The GPU to predict for, e.g. 'NVIDIA A100-PCIE-40GB'."
+            callback=device_name,
+            help="The GPU to predict for, e.g. 'NVIDIA A100-PCIE-40GB' (with --size: default "
+            "this machine's).",
         ),
-    ],
+    ] = None,
+    size: Annotated[
+        str | None,
+        typer.Option(
+            help="A problem size not tuned, e.g. N=2048: predicted from the sizes "
+            "`tune --sizes` measured on the device; --write adds it to the size-aware header.",
+        ),
+    ] = None,
     transfer_from: Annotated[
         list[Path] | None,
         typer.Option(
@@ -66,10 +79,23 @@ def predict_command(
     gpus: GpusOption = None,
     json: JsonFlag = False,
 ) -> None:
-    """Predict the best configuration of FILE for a GPU from other GPUs' results alone."""
+    """Predict the best configuration of FILE for a GPU from other GPUs' results alone, or
+    for a problem size from the other sizes tuned (--size)."""
     with user_errors():
         if write:
             check_headers_writable(file, out_dir)
+        if size is not None:
+            if transfer_from or gpus is not None:
+                raise AnnotuneError(
+                    "--size learns from this device's other sizes in the results database; "
+                    "--transfer-from and --gpus are for predicting another GPU"
+                )
+            _predict_size(file, size, device, db, config, seed, write, force, out_dir, json)
+            return
+        if device is None:
+            raise AnnotuneError(
+                "--device names the GPU to predict for", hint="or --size N=... for a size"
+            )
         problem = read_problem(file, config_path=config)
         table = user_table(gpus, Path(problem.config_file) if problem.config_file else None)
         report = predict(
@@ -95,3 +121,51 @@ def predict_command(
     stdout.print(f"performance   {report.performance:.2f} of the best (predicted)")
     if report.header is not None:
         stdout.print(f"header        {report.header}")
+
+
+def _predict_size(
+    file: Path,
+    size: str,
+    device: str | None,
+    db: Path | None,
+    config: Path | None,
+    seed: int,
+    write: bool,
+    force: bool,
+    out_dir: Path | None,
+    json: bool,
+) -> None:
+    name, values = parse_sizes(size, "--size")
+    if len(values) != 1:
+        raise AnnotuneError(f"--size {size!r}: one size at a time, e.g. --size {name}={values[0]}")
+    report = predict_size(
+        file,
+        name,
+        values[0],
+        device or current_device_name(),
+        config_path=config,
+        db_path=db,
+        seed=seed,
+        write=write,
+        force=force,
+        out_dir=out_dir,
+    )
+    if json:
+        print_json(report.to_json())
+        return
+    learned = ", ".join(f"{name}={s}" for s in report.tuned_sizes)
+    stdout.print(f"device        {report.device}", markup=False, highlight=False)
+    stdout.print(
+        f"size          {name} = {report.size} (predicted, not measured)",
+        markup=False,
+        highlight=False,
+    )
+    stdout.print(f"learned from  {learned}", markup=False, highlight=False)
+    stdout.print(f"best          {report.params}", markup=False, highlight=False)
+    stdout.print(
+        f"performance   {report.performance:.2f} of the best (predicted)",
+        markup=False,
+        highlight=False,
+    )
+    if report.header is not None:
+        stdout.print(f"header        {report.header}", markup=False, highlight=False)

@@ -7,11 +7,20 @@ space on other GPUs, the search starts from what they teach (`--no-transfer`: it
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from annotune.annotate import read_problem
 from annotune.cli.app import (
@@ -28,6 +37,7 @@ from annotune.cli.app import (
 )
 from annotune.cli.params import (
     MAX_COUNT,
+    MAX_SECONDS,
     MAX_SEED,
     device_name,
     one_of,
@@ -39,11 +49,15 @@ from annotune.cli.params import (
 )
 from annotune.core.diagnostics import AnnotuneError
 from annotune.emit import check_headers_writable
+from annotune.emit.sizes import parse_sizes
 from annotune.run.backends import BACKENDS
 from annotune.run.program import TIME_UNITS
 from annotune.search import STRATEGY_NAMES
 from annotune.session.compile_only import CompileReport, compile_configurations
+from annotune.session.concurrent import DeviceRate
+from annotune.session.distributed import tune_devices
 from annotune.session.options import TuneArguments, tune_options
+from annotune.session.sizes import tune_sizes
 from annotune.session.tuner import (
     FailureKind,
     NoCudaDevice,
@@ -54,6 +68,34 @@ from annotune.session.tuner import (
 )
 
 SHOWN_FAILURE_KINDS = 3
+
+
+def _device_count(value: str | None) -> int | Literal["all"] | None:
+    """`--devices`: a count from 1, or `all`."""
+    if value is None or value == "all":
+        return value
+    try:
+        count = int(value)
+    except ValueError:
+        count = 0
+    if not 1 <= count <= MAX_COUNT:
+        raise typer.BadParameter(f"must be a count from 1 or 'all', not {value!r}")
+    return count
+
+
+def _replay_delay(value: str) -> str:
+    """`--replay-delay`: seconds from 0, or `recorded`."""
+    if value == "recorded":
+        return value
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and 0 <= seconds <= MAX_SECONDS):
+        raise typer.BadParameter(
+            f"must be seconds from 0 to {MAX_SECONDS:g}, or 'recorded', not {value!r}"
+        )
+    return value
 
 
 @app.command("tune")
@@ -252,16 +294,66 @@ def tune_command(
             "(default: --device's, from annotune's GPU table, else nvcc's default)."
         ),
     ] = None,
+    sizes: Annotated[
+        str | None,
+        typer.Option(
+            help="Tune at several problem sizes, e.g. N=512,1024,4096: N is a macro (-DN=512) "
+            "or {N} in the program's arguments; one header selects per size.",
+        ),
+    ] = None,
+    ray: Annotated[
+        bool,
+        typer.Option(
+            "--ray",
+            help="Measure on the devices of a Ray cluster (pip install 'annotune[ray]'): one "
+            "actor per GPU, or per replay device with --replay; a local cluster unless "
+            "--ray-address names one.",
+        ),
+    ] = False,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(help="With --ray: the cluster to join, e.g. ray://head:10001 or auto."),
+    ] = None,
+    devices: Annotated[
+        str | None,
+        typer.Option(
+            callback=_device_count,
+            help="With --ray: how many GPUs measure, or all (the default); with --replay, how "
+            "many replay devices serve each recording (default 1).",
+        ),
+    ] = None,
+    replay: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--replay",
+            help="Measure on replay devices serving this recorded run (a Kernel Tuner cache or "
+            "T4 file of FILE's space) instead of a GPU; repeatable with --ray, one kind of "
+            "device per recording.",
+        ),
+    ] = None,
+    replay_delay: Annotated[
+        str,
+        typer.Option(
+            callback=_replay_delay,
+            help="Seconds each replay measurement takes, or 'recorded' (the recorded time).",
+        ),
+    ] = "0.1",
     config: ConfigPath = None,
     json: JsonFlag = False,
 ) -> None:
-    """Tune FILE on this machine: compile variants, time them, search, write the header."""
+    """Tune FILE on this machine: compile variants, time them, search, write the header.
+
+    With --ray, on the devices of a Ray cluster; with --replay, on replay devices."""
     with user_errors():
         if arch is not None and not compile_only:
             raise AnnotuneError(
                 "--arch works with --compile-only; a tune compiles with its compile command",
                 hint="name the architecture in --compiler, e.g. "
                 "--compiler 'nvcc -O3 -arch=sm_90 {source} -o {output}'",
+            )
+        if compile_only and (ray or replay):
+            raise AnnotuneError(
+                "--compile-only compiles here and measures nothing: drop --ray and --replay"
             )
         given = TuneArguments(
             strategy=strategy,
@@ -296,7 +388,19 @@ def tune_command(
             check=check,
             check_rtol=check_rtol,
             flush_l2=flush_l2,
+            ray=ray,
+            ray_address=ray_address,
+            devices=devices,  # type: ignore[arg-type]  # checked by _device_count
+            replay=tuple(replay or ()),
+            replay_delay=None if replay_delay == "recorded" else float(replay_delay),
         )
+        if sizes is not None:
+            if compile_only:
+                raise AnnotuneError("--sizes tunes; --compile-only compiles one size at a time")
+            name, values = parse_sizes(sizes)
+            check_headers_writable(file, out_dir)
+            _tune_sizes(file, given, name, values, config, json)
+            return
         problem = read_problem(file, config_path=config)
         options = tune_options(problem, given)
         if compile_only:
@@ -305,44 +409,136 @@ def tune_command(
         check_headers_writable(problem.source, options.out_dir)
         try:
             with _ProgressDisplay(enabled=not json and stderr.is_terminal) as display:
-                report = tune(problem, options, display.update)
+                if options.ray:
+                    reports = tune_devices(problem, options, display.update)
+                else:
+                    reports = [tune(problem, options, display.update)]
         except NoCudaDevice as error:
             stderr.print(error.render(), markup=False, highlight=False)
             raise typer.Exit(code=EXIT_FAILED) from None
-    if json:
-        print_json(report.to_json())
+    if json and options.ray:  # one report per kind of device, however many kinds
+        print_json({"tunes": [report.to_json() for report in reports]})
+    elif json:
+        print_json(reports[0].to_json())
     else:
-        _print_report(report)
-    if report.interrupted:
-        raise typer.Exit(code=EXIT_INTERRUPTED)
-    if report.baseline_failed:
-        baseline = (report.baseline or report.default).params
-        stderr.print(
-            f"annotune: error: the baseline configuration {baseline} "
-            f"failed ({_headline(report.baseline_failed)}): there is nothing to check outputs "
-            "against or to compare times with",
-            markup=False,
-            highlight=False,
-        )
-        stderr.print(
-            "note: fix the program, or name a working baseline with --reference "
-            '"NAME=VALUE,...", or tune without output checks with --no-check',
-            markup=False,
-            highlight=False,
-        )
-        raise typer.Exit(code=EXIT_FAILED)
-    if report.best is None:
-        if report.gave_up:
-            (kind,) = report.failures
+        for report in reports:
+            if len(reports) > 1:
+                stdout.print(f"\n{report.device}", markup=False, highlight=False, style="bold")
+            _print_report(report)
+    _exit_for(reports)
+
+
+def _exit_for(reports: list[TuneReport]) -> None:
+    """The exit code of one or more tunes: the worst of them (lost devices, then an
+    interruption, then a failed baseline or nothing that ran)."""
+    for report in reports:
+        if report.devices_lost:
             stderr.print(
-                f"annotune: error: stopped after {kind.count} configurations all failed the same "
-                f"way ({kind.status}: {_headline(kind.error)}); fix the program or its "
-                "environment, then run again with --fresh to measure them again",
+                f"annotune: error: {report.device}: {report.devices_lost}",
                 markup=False,
                 highlight=False,
             )
-        else:
-            stderr.print("annotune: error: no configuration ran successfully", highlight=False)
+    if any(report.devices_lost for report in reports):
+        raise typer.Exit(code=EXIT_FAILED)
+    if any(report.interrupted for report in reports):
+        raise typer.Exit(code=EXIT_INTERRUPTED)
+    for report in reports:
+        if report.baseline_failed:
+            _say_baseline_failed(report)
+        elif report.best is None:
+            _say_no_best(report)
+    if any(report.baseline_failed or report.best is None for report in reports):
+        raise typer.Exit(code=EXIT_FAILED)
+
+
+def _say_baseline_failed(report: TuneReport) -> None:
+    baseline = (report.baseline or report.default).params
+    stderr.print(
+        f"annotune: error: the baseline configuration {baseline} "
+        f"failed ({_headline(report.baseline_failed)}): there is nothing to check outputs "
+        "against or to compare times with",
+        markup=False,
+        highlight=False,
+    )
+    stderr.print(
+        "note: fix the program, or name a working baseline with --reference "
+        '"NAME=VALUE,...", or tune without output checks with --no-check',
+        markup=False,
+        highlight=False,
+    )
+
+
+def _say_no_best(report: TuneReport) -> None:
+    if report.gave_up:
+        (kind,) = report.failures
+        stderr.print(
+            f"annotune: error: stopped after {kind.count} configurations all failed the same "
+            f"way ({kind.status}: {_headline(kind.error)}); fix the program or its "
+            "environment, then run again with --fresh to measure them again",
+            markup=False,
+            highlight=False,
+        )
+    else:
+        stderr.print("annotune: error: no configuration ran successfully", highlight=False)
+
+
+def _tune_sizes(
+    file: Path,
+    given: TuneArguments,
+    name: str,
+    values: tuple[int, ...],
+    config: Path | None,
+    json: bool,
+) -> None:
+    """`tune --sizes`: each size's tune with its own progress and report, then the header."""
+
+    displays: list[_ProgressDisplay] = []
+
+    def update(progress: TuneProgress) -> None:
+        displays[-1].update(progress)
+
+    def on_size(index: int, size: int, count: int) -> None:
+        if displays:
+            displays[-1].__exit__(None, None, None)
+        if not json:
+            stderr.print(
+                f"annotune: tuning {name} = {size} ({index + 1} of {count})", highlight=False
+            )
+        displays.append(_ProgressDisplay(enabled=not json and stderr.is_terminal).__enter__())
+
+    try:
+        report = tune_sizes(
+            file, given, name, values, config_path=config, on_size=on_size, on_progress=update
+        )
+    except NoCudaDevice as error:
+        stderr.print(error.render(), markup=False, highlight=False)
+        raise typer.Exit(code=EXIT_FAILED) from None
+    finally:
+        if displays:
+            displays[-1].__exit__(None, None, None)
+    if json:
+        print_json(report.to_json())
+    else:
+        for outcome in report.outcomes:
+            stdout.print(f"\n{name} = {outcome.size}", markup=False, highlight=False, style="bold")
+            _print_report(outcome.report)
+        if report.skipped:
+            skipped = ", ".join(map(str, report.skipped))
+            stdout.print(f"not tuned     {name} = {skipped}", markup=False, highlight=False)
+        if report.header is not None:
+            stdout.print(
+                f"\nheader        {report.header} (selects per {name})",
+                markup=False,
+                highlight=False,
+            )
+    if report.interrupted:
+        raise typer.Exit(code=EXIT_INTERRUPTED)
+    failed = report.baseline_failed
+    if failed is not None:
+        _say_baseline_failed(failed.report)
+        raise typer.Exit(code=EXIT_FAILED)
+    if report.header is None:
+        stderr.print("annotune: error: no configuration ran successfully", highlight=False)
         raise typer.Exit(code=EXIT_FAILED)
 
 
@@ -361,11 +557,7 @@ class _ProgressDisplay:
             transient=False,
             disable=not enabled,
         )
-        self.task = None
-        self.best: float | None = None
-        self.warned = 0
-        self.failures_shown = 0
-        self.rechecking = False
+        self.shown: dict[str, _Shown] = {}  # by device: several kinds may tune at once
 
     def __enter__(self) -> _ProgressDisplay:
         self.progress.__enter__()
@@ -375,36 +567,65 @@ class _ProgressDisplay:
         self.progress.__exit__(*exc)
 
     def update(self, p: TuneProgress) -> None:
-        for warning in p.warnings[self.warned :]:
-            stderr.print(f"annotune: warning: {warning}", highlight=False)
-        self.warned = len(p.warnings)
-        for kind in p.failures[self.failures_shown :]:
-            stderr.print(
-                f"annotune: invalid: {kind.status}, {_example(kind)}", markup=False, highlight=False
+        shown = self.shown.get(p.device)
+        if shown is None:
+            learned = f", learning from {', '.join(p.transfer_from)}" if p.transfer_from else ""
+            on = f"{len(p.devices)} x {p.device}" if len(p.devices) > 1 else p.device
+            description = f"tuning on {on} ({p.strategy}{learned})"
+            shown = self.shown[p.device] = _Shown(
+                self.progress.add_task(description, total=p.budget, status="")
             )
-        self.failures_shown = len(p.failures)
+            if not self.enabled and (p.transfer_from or p.devices):  # CI logs: say where
+                stderr.print(description, highlight=False)
+        prefix = f"{p.device}: " if len(self.shown) > 1 else ""
+        for warning in p.warnings[shown.warned :]:
+            stderr.print(f"annotune: warning: {prefix}{warning}", highlight=False)
+        shown.warned = len(p.warnings)
+        for kind in p.failures[shown.failures :]:
+            stderr.print(
+                f"annotune: invalid: {prefix}{kind.status}, {_example(kind)}",
+                markup=False,
+                highlight=False,
+            )
+        shown.failures = len(p.failures)
         status = (
             f"iter {p.iteration}  best {_ms(p.best_time)}  default {_ms(p.default_time)}  "
             f"reused {p.reused}  failed {p.compile_failures} compile / {p.run_failures} run"
         )
+        if p.devices:
+            status += f"  {_rates(p.devices)}"
         if p.phase == "recheck":
             status = "final check: the best and the default re-measured, interleaved"
-            if not self.rechecking and not self.enabled:
-                stderr.print(f"annotune: {status}", highlight=False)
-            self.rechecking = True
-        if self.task is None:
-            learned = f", learning from {', '.join(p.transfer_from)}" if p.transfer_from else ""
-            description = f"tuning on {p.device} ({p.strategy}{learned})"
-            self.task = self.progress.add_task(description, total=p.budget, status=status)
-            if not self.enabled and p.transfer_from:  # CI logs: say where the start came from
-                stderr.print(description, highlight=False)
-        self.progress.update(self.task, completed=p.evaluations, status=status)
-        if not self.enabled and p.best_time is not None and p.best_time != self.best:
-            self.best = p.best_time
+            if not shown.rechecking and not self.enabled:
+                stderr.print(f"annotune: {prefix}{status}", highlight=False)
+            shown.rechecking = True
+        self.progress.update(shown.task, completed=p.evaluations, status=status)
+        if not self.enabled and p.best_time is not None and p.best_time != shown.best:
+            shown.best = p.best_time
+            rates = f" ({_rates(p.devices)})" if p.devices else ""
             stderr.print(
-                f"[{p.evaluations}/{p.budget}] best {_ms(p.best_time)}: {p.best_params}",
+                f"{prefix}[{p.evaluations}/{p.budget}] best {_ms(p.best_time)}: "
+                f"{p.best_params}{rates}",
                 highlight=False,
             )
+
+
+@dataclass
+class _Shown:
+    """What the display has shown of one device's tune."""
+
+    task: TaskID
+    best: float | None = None
+    warned: int = 0
+    failures: int = 0
+    rechecking: bool = False
+
+
+def _rates(devices: tuple[DeviceRate, ...]) -> str:
+    """Each device's measurements a minute, e.g. "#0 118/min, #1 121/min, #2 lost"."""
+    return ", ".join(
+        f"#{i} lost" if d.lost else f"#{i} {d.per_minute:.0f}/min" for i, d in enumerate(devices)
+    )
 
 
 def _ms(value: float | None) -> str:
@@ -458,6 +679,14 @@ def _print_report(report: TuneReport) -> None:
         stdout.print(f"header        {report.header}", markup=False, highlight=False)
     if report.wall_breakdown is not None:
         stdout.print(f"time          {_breakdown(report.wall_breakdown)}", highlight=False)
+    for i, rate in enumerate(report.devices):
+        lost = f"; lost: {rate.lost}" if rate.lost else ""
+        stdout.print(
+            f"device #{i:<5} {rate.measured} measured, {rate.per_minute:.0f}/min ({rate.actor}"
+            f"{lost})",
+            markup=False,
+            highlight=False,
+        )
     for note in report.notes:
         stdout.print(f"note: {note}", markup=False, highlight=False)
     if report.interrupted:

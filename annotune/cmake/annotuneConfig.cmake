@@ -3,7 +3,7 @@
 #   find_package(annotune 0.1 CONFIG REQUIRED)   # cmake -Dannotune_DIR="$(annotune --cmake-dir)"
 #   include(<annotune --cmake-dir>/annotuneConfig.cmake)   # or include it directly
 #
-#   annotune_tuned_header(<target> SOURCE <file> [DEVICE <name>] [OUTPUT <header>])
+#   annotune_tuned_header(<target> SOURCE <file> [DEVICE <name> | PER_ARCH] [OUTPUT <header>])
 #
 # The CMake form of the Makefile rule in annotune's README: the build runs
 # `annotune build <file> -o <header> [--device <name>]` and force-includes <header> in the
@@ -11,7 +11,9 @@
 # headers (tuned/*/<stem>.h beside it) changes, or a new one appears; `annotune build` rewrites
 # <header> only when its content changes, so the target recompiles only when the header it gets
 # really changed. Without DEVICE the device is found when the step runs ($ANNOTUNE_DEVICE, else
-# this machine's GPU or CPU): a build directory belongs to one machine.
+# this machine's GPU or CPU): a build directory belongs to one machine. PER_ARCH, for a CUDA
+# target built for several architectures, runs `annotune build --per-arch` instead: one header
+# holding every committed GPU's values, chosen by __CUDA_ARCH__ on the device side.
 #
 # Sets ANNOTUNE_EXECUTABLE (cache: the annotune the build runs; first the one installed beside
 # this module's Python, then PATH) and annotune_INCLUDE_DIR (annotune_timing.h, for programs
@@ -48,17 +50,19 @@ unset(_annotune_scripts)
 unset(_annotune_missing)
 
 function(annotune_tuned_header)
-  set(usage "annotune_tuned_header(<target> SOURCE <file> [DEVICE <name>] [OUTPUT <header>])")
+  set(usage "annotune_tuned_header(<target> SOURCE <file> [DEVICE <name> | PER_ARCH] "
+            "[OUTPUT <header>])")
+  string(CONCAT usage ${usage})
   if(ARGC LESS 1)
     message(FATAL_ERROR "annotune_tuned_header: no arguments; usage: ${usage}")
   endif()
   set(target "${ARGV0}")
   set(where "annotune_tuned_header(${target})")
-  if(target MATCHES "^(SOURCE|DEVICE|OUTPUT)$")
+  if(target MATCHES "^(SOURCE|DEVICE|OUTPUT|PER_ARCH)$")
     message(FATAL_ERROR "annotune_tuned_header: the target is missing: the first argument "
                         "names it, before ${target}; usage: ${usage}")
   endif()
-  cmake_parse_arguments(PARSE_ARGV 1 arg "" "SOURCE;DEVICE;OUTPUT" "")
+  cmake_parse_arguments(PARSE_ARGV 1 arg "PER_ARCH" "SOURCE;DEVICE;OUTPUT" "")
   if(arg_UNPARSED_ARGUMENTS)
     list(GET arg_UNPARSED_ARGUMENTS 0 first)
     message(FATAL_ERROR "${where}: unknown argument '${first}'; usage: ${usage}")
@@ -108,6 +112,14 @@ function(annotune_tuned_header)
     set(device_args --device "${arg_DEVICE}")
     set(device "${arg_DEVICE}")
   endif()
+  if(arg_PER_ARCH)
+    if(DEFINED arg_DEVICE)
+      message(FATAL_ERROR "${where}: DEVICE and PER_ARCH exclude each other: PER_ARCH holds "
+                          "every device's values; usage: ${usage}")
+    endif()
+    set(device_args --per-arch)
+    set(device "every architecture")
+  endif()
 
   # One step per header: targets that share a header share its step, so no two rules write one
   # file; the same header from another source or device is a mistake.
@@ -117,7 +129,7 @@ function(annotune_tuned_header)
   if(made)
     list(GET made 0 step)
     list(GET made 1 made_from)
-    if(NOT made_from STREQUAL "${source}|${arg_DEVICE}")
+    if(NOT made_from STREQUAL "${source}|${arg_DEVICE}|${arg_PER_ARCH}")
       message(FATAL_ERROR "${where}: ${output} is already the tuned header of another source or "
                           "device (${made_from}); give this one its own OUTPUT")
     endif()
@@ -135,7 +147,8 @@ function(annotune_tuned_header)
       COMMENT "annotune build ${stem}: the tuned header for ${device}"
       VERBATIM)
     add_custom_target("${step}" DEPENDS "${output}")
-    set_property(GLOBAL PROPERTY "ANNOTUNE_HEADER_${key}" "${step}" "${source}|${arg_DEVICE}")
+    set_property(GLOBAL PROPERTY "ANNOTUNE_HEADER_${key}" "${step}"
+                 "${source}|${arg_DEVICE}|${arg_PER_ARCH}")
   endif()
   add_dependencies("${target}" "${step}")
 

@@ -115,6 +115,9 @@ class Measurement:
     `created` is set by the database when the measurement is recorded. A `transient` failure
     (killed from outside, out of disk or memory, a compiler killed) says nothing about the
     configuration: it is retried, and never stored as the configuration's result.
+    `energy` is the median energy of one run in joules (a kernel launch, or a program's whole
+    process run), `energies` its samples; both only for an "ok" measurement whose runner had
+    an energy meter (`annotune.run.energy`), and None / () where energy was not measured.
     """
 
     params: Mapping[str, Number]
@@ -125,6 +128,8 @@ class Measurement:
     compile_info: Mapping[str, Any] = field(default_factory=dict)
     created: str = ""
     transient: bool = False
+    energy: float | None = None
+    energies: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -135,11 +140,45 @@ class Measurement:
             raise ValueError(f"time must be finite, not {self.time}")
         if self.transient and self.status == "ok":
             raise ValueError("only a failure can be transient")
+        if (self.energy is None) != (not self.energies):
+            raise ValueError("an energy is given exactly when its samples are")
+        if self.energy is not None and self.status != "ok":
+            raise ValueError("only an 'ok' measurement has an energy")
+        for joules in (self.energy, *self.energies):
+            if joules is not None and not (math.isfinite(joules) and joules > 0):
+                raise ValueError(f"an energy must be finite and positive, not {joules}")
 
     @property
     def interval(self) -> tuple[float, float] | None:
         """The 95% interval of the median time (None with too few samples or no time)."""
         return median_interval(self.times) if self.status == "ok" else None
+
+    @property
+    def energy_interval(self) -> tuple[float, float] | None:
+        """The 95% interval of the median energy (None with too few samples or no energy)."""
+        return median_interval(self.energies) if self.energy is not None else None
+
+
+OBJECTIVES = ("time", "energy", "edp")
+"""What a tune can minimise: the median time, the median energy of one run, or their product."""
+
+OBJECTIVE_UNITS = {"time": "ms", "energy": "J", "edp": "J*s"}
+"""The unit of each objective's value (`objective_value`)."""
+
+
+def objective_value(measurement: Measurement, objective: str) -> float | None:
+    """The value `objective` minimises for this measurement, in `OBJECTIVE_UNITS`: the time
+    (ms), the energy (J per run) or the energy-delay product (J * s: the energy times the
+    time in seconds). None when the measurement has no such value: it failed, or its energy
+    was not measured. ValueError for an objective not in OBJECTIVES."""
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective must be one of {OBJECTIVES}, not {objective!r}")
+    time, energy = measurement.time, measurement.energy
+    if time is None or objective == "time":
+        return time
+    if energy is None or objective == "energy":
+        return energy
+    return energy * time / 1e3
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,8 @@ path and what to do; so are directories, FIFOs and devices, which SQLite would h
 write beside. Commands that only read (`existing`) never create a file and open one they may
 not write read-only.
 
-Times are in milliseconds, the unit of Kernel Tuner caches and T4 files.
+Times are in milliseconds, the unit of Kernel Tuner caches and T4 files; energies (measured
+only when a tune's objective needs them) in joules per run, stored beside the time.
 """
 
 from __future__ import annotations
@@ -57,10 +58,10 @@ from annotune import __version__
 from annotune.annotate.problem import Problem
 from annotune.core.diagnostics import AnnotuneError
 from annotune.core.inputs import SOURCE, read_input
-from annotune.core.records import Measurement, Number
+from annotune.core.records import OBJECTIVES, Measurement, Number
 from annotune.results.t4 import write_t4
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """Stored in `PRAGMA user_version`; bump it with every change to the tables below and add the
 step that converts the previous version to `_MIGRATIONS`."""
 
@@ -115,6 +116,8 @@ CREATE TABLE measurements (
     error TEXT NOT NULL,
     compile_info_json TEXT NOT NULL,
     created TEXT NOT NULL,
+    energy REAL CHECK (energy IS NULL OR (status = 'ok' AND energy > 0)),
+    energies_json TEXT NOT NULL DEFAULT '[]',
     UNIQUE (study_id, config_key),
     CHECK ((status = 'ok') = (time IS NOT NULL))
 );
@@ -125,14 +128,29 @@ CREATE TABLE measurements (
 _TABLES = frozenset({"studies", "measurements", "claims", "meta"})
 """The tables of a version-`SCHEMA_VERSION` database."""
 
+_ENERGY_COLUMNS = (
+    ("energy", "REAL CHECK (energy IS NULL OR (status = 'ok' AND energy > 0))"),
+    ("energies_json", "TEXT NOT NULL DEFAULT '[]'"),
+)
+"""Version 4's columns of `measurements`, as `_SCHEMA` declares them."""
+
 _MIGRATIONS = {
     1: ("ALTER TABLE studies ADD COLUMN device_features TEXT",),
     2: tuple(_CLAIM_TABLES.split(";")),
+    3: tuple(
+        f"ALTER TABLE measurements ADD COLUMN {name} {definition}"
+        for name, definition in _ENERGY_COLUMNS
+    ),
 }
-"""Version N -> the statements that turn a version-N database into version N + 1, in place."""
+"""Version N -> the statements that turn a version-N database into version N + 1, in place.
+A column a file has already (one a development build wrote) is not added again."""
 
 _OLDEST_READABLE = 2
-"""A read-only database older than this cannot be converted, and its tables cannot be read."""
+"""A read-only database older than this cannot be converted, and its tables cannot be read.
+One older than version 4 is read without energies (it has none)."""
+
+_ORDER = {"time": "time", "energy": "energy", "edp": "energy * time"}
+"""What `best` sorts valid measurements by, for each objective."""
 
 
 @dataclass(frozen=True)
@@ -352,6 +370,7 @@ class Database:
         try:
             self._conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
             self._ensure_schema(writable)
+            self._columns = _columns(self._conn)
             if writable:
                 self._conn.execute("PRAGMA journal_mode = WAL")
                 self._conn.execute("PRAGMA synchronous = FULL")
@@ -417,7 +436,7 @@ class Database:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             for step in range(version, SCHEMA_VERSION):
                 for statement in _MIGRATIONS[step]:
-                    if statement.strip():
+                    if statement.strip() and not _adds_existing_column(conn, statement):
                         conn.execute(statement)
             if version < SCHEMA_VERSION:
                 _stamp(conn)
@@ -496,8 +515,8 @@ class Database:
         with self.transaction() as conn:
             cursor = conn.execute(
                 "INSERT OR IGNORE INTO measurements (study_id, config_key, params_json, time,"
-                " times_json, status, error, compile_info_json, created)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " times_json, status, error, compile_info_json, created, energy, energies_json)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     study.id,
                     key,
@@ -508,6 +527,8 @@ class Database:
                     measurement.error,
                     _dumps(measurement.compile_info, sort=True),
                     _now(),
+                    measurement.energy,
+                    _dumps(list(measurement.energies)),
                 ),
             )
             conn.execute(
@@ -577,7 +598,7 @@ class Database:
     def measurements(self, study: Study) -> list[Measurement]:
         """The study's measurements in the order they were recorded."""
         rows = self._conn.execute(
-            f"SELECT {_COLUMNS} FROM measurements WHERE study_id = ? ORDER BY id", (study.id,)
+            f"SELECT {self._columns} FROM measurements WHERE study_id = ? ORDER BY id", (study.id,)
         ).fetchall()
         return [_measurement(row) for row in rows]
 
@@ -585,17 +606,22 @@ class Database:
     def lookup(self, study: Study, params: Mapping[str, Any]) -> Measurement | None:
         """The measurement of this configuration, if the study holds one."""
         row = self._conn.execute(
-            f"SELECT {_COLUMNS} FROM measurements WHERE study_id = ? AND config_key = ?",
+            f"SELECT {self._columns} FROM measurements WHERE study_id = ? AND config_key = ?",
             (study.id, config_key(params)),
         ).fetchone()
         return _measurement(row) if row is not None else None
 
     @_reported
-    def best(self, study: Study) -> Measurement | None:
-        """The fastest valid measurement (the earliest among equals), if any."""
+    def best(self, study: Study, objective: str = "time") -> Measurement | None:
+        """The valid measurement with the least value of `objective` (`OBJECTIVES`: the
+        fastest, the least energy, the least energy x time; the earliest among equals), if
+        any. Measurements without an energy have no value for "energy" or "edp"."""
+        if objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {OBJECTIVES}, not {objective!r}")
+        order = _ORDER[objective]
         row = self._conn.execute(
-            f"SELECT {_COLUMNS} FROM measurements WHERE study_id = ? AND status = 'ok'"
-            " ORDER BY time, id LIMIT 1",
+            f"SELECT {self._columns} FROM measurements WHERE study_id = ? AND status = 'ok'"
+            f" AND {order} IS NOT NULL ORDER BY {order}, id LIMIT 1",
             (study.id,),
         ).fetchone()
         return _measurement(row) if row is not None else None
@@ -823,8 +849,24 @@ def _process_started(pid: int) -> str:
 _COLUMNS = "params_json, status, time, times_json, error, compile_info_json, created"
 
 
+def _adds_existing_column(conn: sqlite3.Connection, statement: str) -> bool:
+    """Whether `statement` is an `ALTER TABLE T ADD COLUMN C ...` of a column T has."""
+    words = statement.split()
+    if words[:2] != ["ALTER", "TABLE"] or words[3:5] != ["ADD", "COLUMN"]:
+        return False
+    return words[5] in {row[1] for row in conn.execute(f"PRAGMA table_info({words[2]})")}
+
+
+def _columns(conn: sqlite3.Connection) -> str:
+    """What a measurement is read from: with the energy columns where the table has them (a
+    read-only database of version 3 or older, which cannot be converted, has none)."""
+    names = {row[1] for row in conn.execute("PRAGMA table_info(measurements)")}
+    energy = "energy, energies_json" if "energy" in names else "NULL, '[]'"
+    return f"{_COLUMNS}, {energy}"
+
+
 def _measurement(row: tuple) -> Measurement:
-    params, status, time, times, error, compile_info, created = row
+    params, status, time, times, error, compile_info, created, energy, energies = row
     return Measurement(
         params=json.loads(params),
         status=status,
@@ -833,6 +875,8 @@ def _measurement(row: tuple) -> Measurement:
         error=error,
         compile_info=json.loads(compile_info),
         created=created,
+        energy=energy,
+        energies=tuple(json.loads(energies)),
     )
 
 

@@ -167,3 +167,34 @@ def studies_elsewhere(database: Database, key: StudyKey) -> list[StudyRecord]:
         if known is None or record.valid > known.valid:
             best[other.device] = record
     return [record for record in best.values() if record.valid]
+
+
+def size_studies(
+    database: Database, key: StudyKey, name: str, device: str
+) -> dict[int, StudyRecord]:
+    """Per problem size of `name`, the study on `device` of `key`'s content and space with that
+    size fixed (`annotune tune --sizes`), the one with the most valid measurements; `key` is
+    the study key of the problem read without the size. Sizes with none valid are left out."""
+    params = list(key.space["params"])
+    best: dict[int, StudyRecord] = {}
+    for study in database.studies():
+        other = study.key
+        if (
+            other.device != device
+            or other.content_hash != key.content_hash
+            or other.space.get("constraints") != key.space["constraints"]
+        ):
+            continue
+        theirs = list(other.space["params"])
+        sized = [p for p in theirs if p["name"] == name]
+        rest = [p for p in theirs if p["name"] != name]
+        if len(sized) != 1 or len(sized[0]["values"]) != 1 or rest != params:
+            continue
+        size = sized[0]["values"][0]
+        if not float(size).is_integer():
+            continue
+        record = StudyRecord(study, tuple(database.measurements(study)))
+        known = best.get(int(size))
+        if known is None or record.valid > known.valid:
+            best[int(size)] = record
+    return {size: record for size, record in sorted(best.items()) if record.valid}

@@ -33,6 +33,17 @@ measurements, resets the device when a fault poisoned it, and goes on.
 
 Later timed launches run on whatever earlier launches left in `inout` arrays: they are timed,
 not checked.
+
+Given an energy meter (`annotune.run.energy`), the runner measures energy after the times, in
+`energy_batches` batches of its own: launches queued back to back, without the L2 flush (whose
+clearing would be billed to the kernel), for at least the meter's `min_window` (NVML resolves
+no less than about a second), the launch count estimated from the median time. A batch the
+meter saw as too short, or over which it saw no energy, is tried again at least twice as long,
+up to `ENERGY_ATTEMPTS` times; then the measurement has no energy and says why
+(`compile_info["energy"]["error"]`), never 0 J. A batch's energy divided by its launches is one
+sample; their median is the configuration's energy per launch, the board's idle power over the
+batch included. A kernel shorter than it takes Python to queue a launch (a few µs) runs as
+densely as launches can be queued, and its energy per launch includes the gaps between them.
 """
 
 from __future__ import annotations
@@ -54,6 +65,7 @@ from annotune.core.stats import median_interval, relative_halfwidth
 from annotune.run.backends import BackendError, KernelBackend, KernelTimeout
 from annotune.run.backends.base import Flush
 from annotune.run.conditions import GpuMonitor, summarize
+from annotune.run.energy import EnergyError, EnergyMeter, EnergyReading
 from annotune.run.program import compile_info as build_info
 from annotune.run.sampling import Sampling
 
@@ -63,6 +75,16 @@ __all__ = ["KernelReference", "KernelRunner", "compare_outputs"]
 INTEGER_INPUT_LIMIT = 100
 """Integer inputs are drawn from [0, INTEGER_INPUT_LIMIT): small, so that they stay valid as
 sizes or (small) indices and cannot overflow a sum."""
+
+ENERGY_ATTEMPTS = 4
+"""Tries at one energy batch before the configuration is left without an energy."""
+
+ENERGY_SHORTFALL = 0.9
+"""An energy batch at least this share of the meter's window is long enough: its launch count
+is planned from the median time, so about half the batches come out a little short of it."""
+
+ENERGY_CHECK_S = 0.01
+"""About how much work (s) is queued between two looks at the meter's clock in an energy batch."""
 
 _FIRST_INTERVAL = next(n for n in itertools.count(1) if median_interval([1.0] * n) is not None)
 """The fewest samples whose median has a 95% interval: below it no time is stable yet."""
@@ -124,6 +146,24 @@ class _Run:
     outputs: dict[str, np.ndarray]
     mismatch: str
     times: Sequence[float]
+    energy: _Energy | None = None
+
+
+@dataclass(frozen=True)
+class _Energy:
+    """One configuration's energy batches: each batch's energy per launch (J), launches and
+    seconds; or, when no batch could be measured, why not."""
+
+    samples: tuple[float, ...] = ()
+    launches: tuple[int, ...] = ()
+    seconds: tuple[float, ...] = ()
+    error: str = ""
+
+    def to_json(self, meter: EnergyMeter) -> dict:
+        if self.error:
+            return {"method": meter.method, "error": self.error}
+        seconds = [round(s, 4) for s in self.seconds]
+        return {"method": meter.method, "launches": list(self.launches), "seconds": seconds}
 
 
 @dataclass
@@ -132,6 +172,7 @@ class _Spent:
 
     timed: float = 0.0  # wall time inside the timed batches
     gpu: float = 0.0  # the sum of their event times
+    energy: float = 0.0  # wall time inside the energy batches
 
 
 class KernelRunner:
@@ -139,7 +180,8 @@ class KernelRunner:
 
     `timeout` bounds how long one launch may take, in seconds. Inputs are made once per
     (argument, type, length) and reused for every configuration; so are their device copies,
-    until `release()` or a context reset.
+    until `release()` or a context reset. With a `meter`, each "ok" configuration's energy per
+    launch is measured too, in `energy_batches` batches (see the module docstring).
     """
 
     def __init__(
@@ -155,9 +197,13 @@ class KernelRunner:
         timeout: float = 10.0,
         flush_l2: bool | None = None,
         monitor: GpuMonitor | None = None,
+        meter: EnergyMeter | None = None,
+        energy_batches: int = 3,
     ):
         if warmup < 0:
             raise ValueError("warmup must be non-negative")
+        if energy_batches < 1:
+            raise ValueError("at least one energy batch is needed")
         self.spec = spec
         self.backend = backend
         self.warmup = warmup
@@ -168,6 +214,8 @@ class KernelRunner:
         self.timeout = timeout
         self.flush_l2 = flush_l2
         self.monitor = monitor  # NVML: the GPU's conditions right after the timed launches
+        self.meter = meter
+        self.energy_batches = energy_batches
         self._inputs: dict[tuple[int, str, int], np.ndarray] = {}
         self._slots: dict[int, _Slot] = {}  # by argument position
         self._flush: Flush | None = None
@@ -175,8 +223,9 @@ class KernelRunner:
         self._inputs_checked = False  # whether a kernel was seen to leave its `in` arrays alone
 
     def to_json(self) -> dict:
-        """What changes a time or a verdict: part of the results database's study key."""
-        return {
+        """What changes a time, an energy or a verdict: part of the results database's study
+        key (the energy settings only when energy is measured)."""
+        data = {
             "mode": "kernel",
             "kernel": self.spec.name,
             "warmup": self.warmup,
@@ -186,6 +235,9 @@ class KernelRunner:
             "atol": self.atol,
             "flush_l2": self.flush_l2,
         }
+        if self.meter is not None:
+            data["energy"] = {**self.meter.to_json(), "batches": self.energy_batches}
+        return data
 
     def measure(
         self,
@@ -203,13 +255,16 @@ class KernelRunner:
         be measured either, and when the kernel writes an array the pragma declares `in`.
 
         `compile_info["run_seconds"]` says where the call's time went: `wall` (all of it),
-        `setup` (all but the timed launches) and `gpu` (the timed launches' event times).
+        `setup` (all but the timed and energy launches), `gpu` (the timed launches' event
+        times) and, with a meter, `energy` (the energy batches).
         """
         started = time.perf_counter()
         spent = _Spent()
         measurement, outputs = self._measure(build, reference, stop_above, spent)
         wall = time.perf_counter() - started
-        seconds = {"wall": wall, "setup": wall - spent.timed, "gpu": spent.gpu}
+        seconds = {"wall": wall, "setup": wall - spent.timed - spent.energy, "gpu": spent.gpu}
+        if self.meter is not None:
+            seconds["energy"] = spent.energy
         info = {**measurement.compile_info, "run_seconds": seconds}
         return replace(measurement, compile_info=info), outputs
 
@@ -252,8 +307,18 @@ class KernelRunner:
         if self.monitor is not None:
             info["gpu"] = summarize([self.monitor.sample()])
         times = run.times
+        energies: tuple[float, ...] = ()
+        if self.meter is not None and run.energy is not None:
+            info["energy"] = run.energy.to_json(self.meter)
+            energies = run.energy.samples
         measurement = Measurement(
-            params, "ok", time=statistics.median(times), times=tuple(times), compile_info=info
+            params,
+            "ok",
+            time=statistics.median(times),
+            times=tuple(times),
+            compile_info=info,
+            energy=statistics.median(energies) if energies else None,
+            energies=energies,
         )
         return measurement, KernelReference(dict(params), run.outputs)
 
@@ -334,7 +399,12 @@ class KernelRunner:
             if flush and self._flush is None:
                 self._flush = (backend.allocate(flush), flush)
             times = self._time(prepared, self._flush if flush else None, stop_above, spent)
-            return _Run(outputs, "", times)
+            energy = None
+            if self.meter is not None:
+                began = time.perf_counter()
+                energy = self._energy(self.meter, prepared, statistics.median(times))
+                spent.energy += time.perf_counter() - began
+            return _Run(outputs, "", times, energy)
         finally:
             with contextlib.suppress(BackendError):  # after a fault: the reset frees it
                 backend.unload(kernel)
@@ -431,6 +501,64 @@ class KernelRunner:
                 if self.sampling.enough(times, seconds + took * done / len(batch), stop_above):
                     return times
             seconds += took
+
+    def _energy(self, meter: EnergyMeter, prepared: object, median_ms: float) -> _Energy:
+        """`energy_batches` batches of back-to-back launches, each at least the meter's
+        `min_window` long (a batch too short, or with no energy seen, is tried again longer)."""
+        per_launch = max(median_ms / 1e3, 1e-7)
+        samples, launches, seconds = [], [], []
+        for _ in range(self.energy_batches):
+            window = meter.min_window
+            for _attempt in range(ENERGY_ATTEMPTS):
+                try:
+                    count, reading = self._energy_batch(meter, prepared, window, per_launch)
+                except EnergyError as error:
+                    return _Energy(error=str(error))
+                if reading.joules > 0 and reading.seconds >= ENERGY_SHORTFALL * meter.min_window:
+                    break
+                window *= max(2.0, meter.min_window / max(reading.seconds, 1e-9))
+            else:
+                return _Energy(error=_unmeasured(meter, reading))
+            samples.append(reading.joules / count)
+            launches.append(count)
+            seconds.append(reading.seconds)
+        return _Energy(tuple(samples), tuple(launches), tuple(seconds))
+
+    def _energy_batch(
+        self, meter: EnergyMeter, prepared: object, window: float, per_launch: float
+    ) -> tuple[int, EnergyReading]:
+        """Launches queued back to back until about `window` seconds of them are queued (by
+        the median time) or the meter's clock says `window` has passed (launching is then
+        slower than the kernel); how many, and the meter's reading over them and the wait."""
+        target = max(1, math.ceil(window / per_launch))
+        chunk = max(1, math.ceil(ENERGY_CHECK_S / per_launch))
+        count = 0
+        meter.start()
+        try:
+            while count < target and (count == 0 or meter.elapsed() < window):
+                queued = min(chunk, target - count)
+                for _ in range(queued):
+                    self.backend.launch(prepared)
+                count += queued
+            self.backend.synchronize(self.timeout + 4 * count * per_launch)
+        except BaseException:
+            with contextlib.suppress(EnergyError):
+                meter.stop()
+            raise
+        return count, meter.stop()
+
+
+def _unmeasured(meter: EnergyMeter, reading: EnergyReading) -> str:
+    """Why an energy batch was given up on, after its last try."""
+    if reading.joules <= 0:
+        return (
+            f"{meter.description} saw no energy in {ENERGY_ATTEMPTS} ever longer batches, the "
+            f"last {reading.seconds:.3g} s long"
+        )
+    return (
+        f"{meter.description} needs batches of {meter.min_window:g} s; after "
+        f"{ENERGY_ATTEMPTS} tries the last was {reading.seconds:.3g} s"
+    )
 
 
 def _scalar(arg: LaunchArg) -> np.generic:

@@ -12,6 +12,13 @@ number or differs from the baseline configuration's makes the configuration inva
 reason kept. Each run is its own process group, killed whole when the run ends: nothing it
 started outlives it. A run gets annotune's own environment plus the `env` settings, whose
 `{NAME}`s take the configuration's values: an environment variable can be a tunable.
+
+Given an energy meter (`annotune.run.energy`: RAPL for the host, NVML for a CUDA program's
+GPU), each timed run's energy is measured over the whole process run, start-up, input and
+output included (a program's timed region cannot be metered from outside); their median is
+the configuration's energy per run. A run shorter than the meter's `min_window`, or one over
+which it saw no energy, leaves the configuration without an energy, with the reason in
+`compile_info["energy"]["error"]`: never 0 J, never a median of the longer runs alone.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from pathlib import Path
 
 from annotune.core.records import TRANSIENT_ERRNOS, BuildResult, Measurement, Number
 from annotune.run.conditions import GpuMonitor, summarize
+from annotune.run.energy import EnergyError, EnergyMeter
 from annotune.run.sampling import Sampling
 
 _KILLED_FROM_OUTSIDE = frozenset({signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
@@ -170,15 +178,34 @@ class _Run:
     status: str = "ok"
     transient: bool = False
     timing: str = ""
+    joules: float | None = None  # over the process run, when metered and measurable
+    energy_error: str = ""  # why a metered run has no energy
+
+
+ENERGY_SCOPE = "process run, start-up included"
+"""What a program's energy covers (kept with each measurement)."""
 
 
 class ProgramRunner:
     """Measures executables one at a time (never in parallel: timings must not interfere)."""
 
-    def __init__(self, spec: RunSpec, monitor: GpuMonitor | None = None):
+    def __init__(
+        self,
+        spec: RunSpec,
+        monitor: GpuMonitor | None = None,
+        meter: EnergyMeter | None = None,
+    ):
         self.spec = spec
         self.monitor = monitor
+        self.meter = meter
         self._regex = re.compile(spec.time_regex, re.MULTILINE) if spec.time_regex else None
+
+    def to_json(self) -> dict:
+        """What changes a time or an energy: the spec's part of the study key, and the meter's
+        when energy is measured."""
+        if self.meter is None:
+            return self.spec.to_json()
+        return {**self.spec.to_json(), "energy": self.meter.to_json()}
 
     def measure(
         self,
@@ -224,15 +251,18 @@ class ProgramRunner:
         info = dict(info)
         sampling = self.spec.sampling
         conditions = []
+        energies: list[float] = []
+        energy_error = ""
         check = None
         timed_seconds = 0.0
         retried_timeout = False
         for attempt in itertools.count():
             started = time.perf_counter()
-            run = self._run_once(build.executable, build.params)
+            meter = self.meter if attempt >= self.spec.warmup else None
+            run = self._run_once(build.executable, build.params, meter)
             if run.status == "timeout" and not retried_timeout:
                 retried_timeout = True  # once may be the machine's fault; twice is the variant's
-                run = self._run_once(build.executable, build.params)
+                run = self._run_once(build.executable, build.params, meter)
             if run.status != "ok":
                 return Measurement(
                     build.params,
@@ -257,6 +287,9 @@ class ProgramRunner:
                 continue
             times.append(run.ms)  # type: ignore[arg-type]
             info["timing"] = run.timing
+            if run.joules is not None:
+                energies.append(run.joules)
+            energy_error = energy_error or run.energy_error
             timed_seconds += time.perf_counter() - started
             if self.monitor is not None:
                 conditions.append(self.monitor.sample())
@@ -266,23 +299,46 @@ class ProgramRunner:
             info["check"] = check
         if conditions:
             info["gpu"] = summarize(conditions)
+        if energy_error:
+            energies = []
+        if self.meter is not None:
+            info["energy"] = {"method": self.meter.method, "per": ENERGY_SCOPE}
+            if energy_error:
+                info["energy"]["error"] = energy_error
         return Measurement(
             build.params,
             "ok",
             time=statistics.median(times),
             times=tuple(times),
             compile_info=info,
+            energy=statistics.median(energies) if energies else None,
+            energies=tuple(energies),
         )
 
-    def _run_once(self, executable: Path, params: Mapping[str, Number]) -> _Run:
+    def _run_once(
+        self, executable: Path, params: Mapping[str, Number], meter: EnergyMeter | None = None
+    ) -> _Run:
+        """One run of the program; with a `meter`, its energy over the whole process run."""
         # Absolute: the program runs in `spec.cwd`, where a path relative to ours means nothing.
         argv = [str(executable.absolute()), *self.spec.args]
         env = {**os.environ, **self.spec.environment(params)}
+        if meter is not None:
+            meter.start()
         try:
             finished = _run_in_own_group(argv, self.spec.cwd, self.spec.timeout, env)
         except OSError as error:
             transient = error.errno in TRANSIENT_ERRNOS
             return _Run(None, None, f"cannot run: {error.strerror}", "runtime_error", transient)
+        finally:
+            joules, energy_error = _stop(meter) if meter is not None else (None, "")
+        run = self._judge(finished)
+        if run.status != "ok" or meter is None:
+            return run
+        return replace(run, joules=joules, energy_error=energy_error)
+
+    def _judge(self, finished: tuple[int, str, str, float] | None) -> _Run:
+        """What a finished (or timed-out: None) process run gives: its time, check value, or
+        why it has none."""
         if finished is None:
             return _Run(None, None, f"timed out after {self.spec.timeout:g} s", "timeout")
         returncode, stdout, stderr, wall_ms = finished
@@ -328,6 +384,22 @@ class ProgramRunner:
                 "'annotune-time-ms:' (did it reach ANNOTUNE_TIMER_STOP?)"
             )
         return wall_ms, "wall"
+
+
+def _stop(meter: EnergyMeter) -> tuple[float | None, str]:
+    """Close the meter's window: its energy (J), or None and why it cannot be trusted."""
+    try:
+        reading = meter.stop()
+    except EnergyError as error:
+        return None, str(error)
+    if reading.seconds < meter.min_window:
+        return None, (
+            f"a run of {reading.seconds:.3g} s is shorter than the {meter.min_window:g} s "
+            f"{meter.description} needs: no energy is recorded"
+        )
+    if reading.joules <= 0:
+        return None, f"{meter.description} saw no energy over a run of {reading.seconds:.3g} s"
+    return reading.joules, ""
 
 
 def _run_in_own_group(

@@ -12,7 +12,7 @@ import math
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from annotune.annotate import Problem
 from annotune.annotate.problem import RunSettings
@@ -74,6 +74,11 @@ class TuneArguments:
     reference: str | None = None  # "NAME=VALUE,NAME=VALUE"
     check: bool = TuneOptions.check
     flush_l2: bool | None = TuneOptions.flush_l2
+    ray: bool = TuneOptions.ray
+    ray_address: str | None = None
+    devices: int | Literal["all"] | None = None  # --ray: how many (None: all GPUs, 1 replay)
+    replay: tuple[Path, ...] = ()
+    replay_delay: float | None = TuneOptions.replay_delay  # None: the recorded time
 
     def __post_init__(self) -> None:
         if self.transfer_from and not self.transfer:
@@ -89,6 +94,26 @@ class TuneArguments:
             )
         if self.reference is not None:
             parse_reference(self.reference)
+        self._check_devices()
+
+    def _check_devices(self) -> None:
+        """Where the tune measures: Ray's options need --ray, and a count of replay devices
+        is a number (`all` counts GPUs)."""
+        if self.ray_address is not None and not self.ray:
+            raise AnnotuneError("--ray-address needs --ray")
+        if self.devices is not None and not self.ray:
+            raise AnnotuneError(
+                "--devices needs --ray: without it annotune measures on this machine's device"
+            )
+        if self.devices == "all" and self.replay:
+            raise AnnotuneError(
+                "--devices all counts the GPUs Ray sees; with --replay give how many replay "
+                "devices serve each recording, e.g. --devices 4"
+            )
+        if len(self.replay) > 1 and not self.ray:
+            raise AnnotuneError(
+                "several --replay recordings are several kinds of device: add --ray"
+            )
 
 
 def tune_options(problem: Problem, given: TuneArguments) -> TuneOptions:
@@ -125,6 +150,11 @@ def tune_options(problem: Problem, given: TuneArguments) -> TuneOptions:
         reference=parse_reference(given.reference) if given.reference is not None else None,
         check=given.check,
         flush_l2=given.flush_l2,
+        ray=given.ray,
+        ray_address=given.ray_address,
+        devices=given.devices,
+        replay=given.replay,
+        replay_delay=given.replay_delay,
     )
 
 

@@ -35,6 +35,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, closing, contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from threading import Event
+from typing import Any, Literal
 
 import numpy as np
 
@@ -53,7 +55,16 @@ from annotune.run.kernel import KernelReference, KernelRunner
 from annotune.run.program import ProgramRunner, RunSpec
 from annotune.run.sampling import Sampling
 from annotune.search import Budget, Strategy, create, run_search
+from annotune.session.concurrent import (
+    DevicePool,
+    DeviceRate,
+    DevicesLost,
+    Work,
+    room,
+    run_concurrent_search,
+)
 from annotune.session.recheck import Verdict, recheck
+from annotune.session.replay_device import ReplayBuilder, ReplayMeasurer, ReplayTable, load_table
 from annotune.space import Space
 from annotune.transfer.features import features_for
 from annotune.transfer.prior import TRANSFER_STRATEGIES, Prior, gather_prior
@@ -88,6 +99,12 @@ class TuneOptions:
     reference: dict[str, Number] | None = None  # the baseline instead of the default
     check: bool = True  # compare each configuration's output with the baseline's
     flush_l2: bool | None = None  # kernel mode: None flushes when the data fit in L2
+    write_header: bool = True  # False: the caller writes it (`tune --sizes`: one for all sizes)
+    ray: bool = False  # measure on devices that are Ray actors (`annotune.session.distributed`)
+    ray_address: str | None = None  # the cluster to join; None: start a local one
+    devices: int | Literal["all"] | None = None  # --ray: how many; None: every GPU (1 replay)
+    replay: tuple[Path, ...] = ()  # recordings served by replay devices instead of GPUs
+    replay_delay: float | None = 0.1  # seconds a replay measurement takes; None: recorded
 
 
 @dataclass(frozen=True)
@@ -155,6 +172,7 @@ class TuneProgress:
     warnings: tuple[str, ...] = ()
     transient: int = 0  # failures retried and not stored (measured again next run)
     phase: str = "search"  # "search", then "recheck" while the final check runs
+    devices: tuple[DeviceRate, ...] = ()  # each device's rate, when several measure
 
 
 @dataclass(frozen=True)
@@ -280,6 +298,8 @@ class TuneReport:
     run_dir: Path | None = None  # where the program ran (program mode)
     same_program: int = 0  # configurations served by a measurement of the same program
     wall_breakdown: WallBreakdown | None = None
+    devices: tuple[DeviceRate, ...] = ()  # what each device measured (several devices)
+    devices_lost: str = ""  # why the tune stopped early: every device was lost
 
     def to_json(self) -> dict:
         verdict = self.recheck
@@ -312,6 +332,8 @@ class TuneReport:
             "failures": [f.to_json() for f in self.failures],
             "gave_up": self.gave_up,
             "wall_breakdown": self.wall_breakdown.to_json() if self.wall_breakdown else None,
+            "devices": [d.to_json() for d in self.devices],
+            "devices_lost": self.devices_lost,
         }
 
 
@@ -355,6 +377,24 @@ def _require_cuda_device(problem: Problem, options: TuneOptions) -> None:
         )
 
 
+@dataclass(frozen=True)
+class Devices:
+    """Where a tune measures when not on this machine's own GPU (a Ray cluster's devices, or
+    a replay device): the device name its study and header go by; the measurer of the steps
+    that take one device (the baseline, retried failures, the final check), which also keys
+    the study; the compile settings its GPU needs; and the pool the search measures on
+    concurrently (None: the sequential loop on `measurer`). With `replay` nothing is compiled.
+    `stop`, once set, interrupts the tune as Ctrl-C does (a tune in another thread)."""
+
+    name: str
+    measurer: Any  # a _KernelMeasurer, _ProgramMeasurer, ReplayMeasurer or a device's proxy
+    compiler: CompilerCommand | None = None
+    nvrtc_arch: tuple[int, int] | None = None
+    pool: DevicePool | None = None
+    replay: ReplayTable | None = None
+    stop: Event | None = None
+
+
 def tune(
     problem: Problem, options: TuneOptions, on_progress: ProgressCallback | None = None
 ) -> TuneReport:
@@ -363,14 +403,44 @@ def tune(
     Ctrl-C (KeyboardInterrupt) stops the search cleanly: what was measured is kept and the
     best-so-far header is still written (with no speedup claimed: nothing was re-checked); the
     report says `interrupted`. NoCudaDevice, before anything is built, for a CUDA program on a
-    machine without a GPU.
+    machine without a GPU. With `options.replay` the one recording is served by a replay
+    device here (no GPU needed); with `options.ray` the devices are a Ray cluster's
+    (`annotune.session.distributed.tune_devices`), and this is the report of their one kind.
     """
+    if options.ray:
+        from annotune.session.distributed import tune_devices
+
+        (report,) = tune_devices(problem, options, on_progress, one_kind=True)
+        return report
+    if options.replay:
+        return tune_on(problem, options, replay_devices(problem, options), on_progress)
     _require_cuda_device(problem, options)
+    return tune_on(problem, options, None, on_progress)
+
+
+def replay_devices(problem: Problem, options: TuneOptions) -> Devices:
+    """The one replay device of a tune without Ray: `options.replay`'s one recording."""
+    if len(options.replay) != 1:
+        raise AnnotuneError("several --replay recordings are several kinds of device: add --ray")
+    table = load_table(options.replay[0], problem_space(problem).names)
+    measurer = ReplayMeasurer(table, options.replay_delay)
+    return Devices(table.device, measurer, replay=table)
+
+
+def tune_on(
+    problem: Problem,
+    options: TuneOptions,
+    devices: Devices | None,
+    on_progress: ProgressCallback | None = None,
+) -> TuneReport:
+    """`tune` on `devices` (None: this machine's GPU, or its CPU), with no check that a GPU
+    is there. A pool of devices that is lost entirely ends the search as Ctrl-C does (what was
+    measured is kept; no final check), and the report's `devices_lost` says why."""
     space = problem_space(problem)
     rng = np.random.default_rng(options.seed)
     legal, legal_count = space.search_rows(rng)
     candidates = Candidates(space.decode(legal), space.names)
-    device = options.device or current_device_name()
+    device = options.device or (devices.name if devices else current_device_name())
     target = features_for(device)
     baseline = _baseline(space, options.reference)
     place = workspace(problem.source)
@@ -380,17 +450,24 @@ def tune(
     moved = place.warning if options.db_path is None or options.cache_dir is None else ""
     stopwatch = _Stopwatch()
     with ExitStack() as resources:
-        measurer, compiler, nvrtc_arch = _measurer(problem, options, resources)
-        builder = resources.enter_context(
-            Builder(
-                problem,
-                compiler=compiler,
-                cache_dir=options.cache_dir or place.cache_dir,
-                jobs=options.jobs,
-                timeout=options.compile_timeout,
-                nvrtc_arch=nvrtc_arch,
+        if devices is None:
+            measurer, compiler, nvrtc_arch = open_measurer(problem, options, resources)
+        else:
+            measurer, compiler, nvrtc_arch = devices.measurer, devices.compiler, devices.nvrtc_arch
+        if devices is not None and devices.replay is not None:
+            jobs = devices.pool.devices() if devices.pool is not None else 1
+            builder = ReplayBuilder(devices.replay, jobs)
+        else:
+            builder = resources.enter_context(
+                Builder(
+                    problem,
+                    compiler=compiler,
+                    cache_dir=options.cache_dir or place.cache_dir,
+                    jobs=options.jobs,
+                    timeout=options.compile_timeout,
+                    nvrtc_arch=nvrtc_arch,
+                )
             )
-        )
         db = resources.enter_context(Database(db_path))
         key = StudyKey.for_problem(
             problem,
@@ -428,8 +505,11 @@ def tune(
             warnings=(moved,) * bool(moved)
             + prior.warnings
             + measurer.warnings
-            + compiler_warnings,
+            + compiler_warnings
+            + _unrecorded(devices, space, legal),
         )
+        pool = devices.pool if devices is not None else None
+        flight = _Flight(session, pool, devices.stop) if pool is not None else None
         interrupted = False
         try:
             known = session.measure_baseline()
@@ -437,18 +517,44 @@ def tune(
                 return session.finish(interrupted, db_path, prior)
             known += session.measure([*_rows(space, legal, [m.params for m in retry])])
             left = None if options.budget is None else options.budget - session.progress.evaluations
-            run_search(
-                _KnownFirst(strategy, known, stopwatch),
-                candidates,
-                session.measure,
-                budget=Budget(max(0, left) if left is not None else None, options.seconds),
-                rng=rng,
-                batch_size=session.batch_size,
-                on_batch=session.after_batch,
-            )
+            budget = Budget(max(0, left) if left is not None else None, options.seconds)
+            search = _KnownFirst(strategy, known, stopwatch)
+            if flight is None:
+                run_search(
+                    search,
+                    candidates,
+                    session.measure,
+                    budget=budget,
+                    rng=rng,
+                    batch_size=session.batch_size,
+                    on_batch=session.after_batch,
+                )
+            else:
+                run_concurrent_search(
+                    search, candidates, flight, budget=budget, rng=rng, on_batch=session.after_batch
+                )
         except KeyboardInterrupt:
             interrupted = True
+        except DevicesLost as error:
+            interrupted = True  # no device is left for the final check
+            session.devices_lost = error.message
+        finally:
+            if flight is not None:
+                flight.abandon()
         return session.finish(interrupted, db_path, prior)
+
+
+def _unrecorded(devices: Devices | None, space: Space, legal: np.ndarray) -> tuple[str, ...]:
+    """A warning when the replay recording lacks legal configurations of the space (each is a
+    failure, "not in the recording", if the search asks for it)."""
+    table = devices.replay if devices is not None else None
+    missing = table.missing(space.to_dicts(legal)) if table is not None else 0
+    if not missing:
+        return ()
+    return (
+        f"{missing} of the {len(legal)} legal configurations are not in the recording "
+        f"{table.name}: each fails as 'not in the recording' when the search asks for it",
+    )
 
 
 def _require_db_directory(db_path: Path) -> None:
@@ -507,7 +613,7 @@ def _rows(space: Space, legal: np.ndarray, configs: Sequence[Mapping[str, Number
     return [int(order[i]) for i, q in zip(at, queries, strict=True) if ordered[i] == q]
 
 
-def _measurer(problem: Problem, options: TuneOptions, resources: ExitStack):
+def open_measurer(problem: Problem, options: TuneOptions, resources: ExitStack):
     """The runner for this problem, the compile command it needs, and in kernel mode the
     architecture the builder compiles cubins for (with NVRTC, unless the user named a compile
     command)."""
@@ -570,6 +676,26 @@ def _kernel_spec(problem: Problem, name: str | None) -> KernelSpec:
     )
 
 
+def run_key(spec: RunSpec | KernelSpec, params: Mapping[str, Number]) -> str | None:
+    """What of a run `params` change besides its program: a program's environment, a
+    kernel's launch (None when it cannot be computed). Two configurations of one program
+    with the same run key are one measurement."""
+    if isinstance(spec, RunSpec):
+        return repr(sorted(spec.environment(params).items()))
+    try:
+        return repr(spec.launch(params))
+    except LaunchError:
+        return None
+
+
+def run_environment(spec: RunSpec | KernelSpec, params: Mapping[str, Number]) -> str:
+    """The header's line on the environment `params` ran in: "OMP_NUM_THREADS=4, ..." ("" for
+    a kernel: no program is started, no environment is set)."""
+    if not isinstance(spec, RunSpec):
+        return ""
+    return ", ".join(f"{k}={v}" for k, v in spec.environment(params).items())
+
+
 class _ProgramMeasurer:
     """Program mode: the baseline's `annotune-check:` value is every other run's reference."""
 
@@ -588,12 +714,14 @@ class _ProgramMeasurer:
         return self.runner.spec.cwd
 
     def environment(self, params: Mapping[str, Number]) -> str:
-        """The header's line on the environment `params` ran in: "OMP_NUM_THREADS=4, ..."."""
-        return ", ".join(f"{k}={v}" for k, v in self.runner.spec.environment(params).items())
+        return run_environment(self.runner.spec, params)
+
+    @property
+    def run_spec(self) -> RunSpec:
+        return self.runner.spec
 
     def run_of(self, params: Mapping[str, Number]) -> str | None:
-        """What of a run `params` change besides its program: its environment."""
-        return repr(sorted(self.runner.spec.environment(params).items()))
+        return run_key(self.runner.spec, params)
 
     def measure(self, build: BuildResult, stop_above: float | None = None) -> Measurement:
         return self.runner.measure(build, self.reference, stop_above)
@@ -623,15 +751,14 @@ class _KernelMeasurer:
     run_dir = None  # the kernel runs in annotune's process
 
     def environment(self, params: Mapping[str, Number]) -> str:
-        return ""  # no program is started: no environment is set
+        return run_environment(self.runner.spec, params)
+
+    @property
+    def run_spec(self) -> KernelSpec:
+        return self.runner.spec
 
     def run_of(self, params: Mapping[str, Number]) -> str | None:
-        """What of a run `params` change besides its program: the launch; None when it
-        cannot be computed."""
-        try:
-            return repr(self.runner.spec.launch(params))
-        except LaunchError:
-            return None
+        return run_key(self.runner.spec, params)
 
     def measure(self, build: BuildResult, stop_above: float | None = None) -> Measurement:
         measurement, self._last = self.runner.measure(build, self.reference, stop_above)
@@ -729,6 +856,7 @@ class _Session:
         self.lifetime = _claim_lifetime(options)
         self.by_others = 0  # configurations another tune of this study measured meanwhile
         self.fallbacks: list[str] = []  # why NVRTC did not compile each variant nvcc compiled
+        self.devices_lost = ""  # why the search stopped early: every device was lost
         self.stopwatch = _Stopwatch()
         self.progress: TuneProgress
 
@@ -908,10 +1036,14 @@ class _Session:
                 build = self._build(build.params)
             again = build
             measurement = self._timed_measure(lambda: self.measurer.measure(again, stop_above))
+        self._noted(measurement)
+        return measurement
+
+    def _noted(self, measurement: Measurement) -> None:
+        """Note where a new measurement's time came from and whether the GPU throttled."""
         if measurement.status == "ok":
             self.timing.add(measurement.compile_info.get("timing", "events"))
             self.throttled.update(measurement.compile_info.get("gpu", {}).get("throttled", ()))
-        return measurement
 
     def _check_drift(self) -> None:
         """Every `drift_every` new measurements, measure the baseline again (not stored: the
@@ -1020,7 +1152,7 @@ class _Session:
         winner = verdict.winner if verdict is not None else p.best_params
         best = Outcome.of(winner, self.known.get(config_key(winner))) if winner else None
         header = None
-        if best is not None and not self.baseline_failed:
+        if best is not None and not self.baseline_failed and options.write_header:
             header = tuned_header_path(self.problem.source, p.device, options.out_dir)
             text = render_header(
                 self.problem,
@@ -1031,7 +1163,7 @@ class _Session:
                 default_time=p.default_time,
                 best_time=best.time,
                 tool_version=__version__,
-                speedup=_claim(verdict),
+                speedup=speedup_claim(verdict),
                 environment=self.measurer.environment(best.params),
             )
             try:
@@ -1070,6 +1202,8 @@ class _Session:
             notes=self._notes(verdict, drift, interrupted),
             run_dir=self.measurer.run_dir,
             wall_breakdown=self.stopwatch.breakdown(),
+            devices=p.devices,
+            devices_lost=self.devices_lost,
         )
 
     def _drift(self) -> Drift | None:
@@ -1106,6 +1240,7 @@ class _Session:
             )
         elif verdict is None and self.progress.best_params is not None and self.baseline:
             why = "interrupted" if interrupted else "--recheck 0"
+            why = "every device was lost" if self.devices_lost else why
             notes.append(f"no speedup is claimed: the final check did not run ({why})")
         if drift is not None and drift.noisy:
             notes.append(
@@ -1147,7 +1282,191 @@ class _Session:
                 f"{self.progress.transient} transient failures were not stored; the next run "
                 "measures them again"
             )
+        lost = [d for d in self.progress.devices if d.lost]
+        if lost and len(lost) < len(self.progress.devices):
+            notes.append(
+                f"{len(lost)} of {len(self.progress.devices)} devices were lost during the tune "
+                f"({lost[0].name}: {lost[0].lost}); the others measured what they held"
+            )
         return tuple(notes)
+
+
+class _Flight:
+    """A session's measurements in flight on a pool of devices: the concurrent search's
+    `Measurements` (`annotune.session.concurrent`).
+
+    Each configuration goes the sequential loop's way (`_Session._measure_configs`): served
+    from what is known, else claimed, built, and handed to the pool; its measurement is
+    recorded and told as it lands. A configuration of a program already in flight waits for
+    that program's measurement instead of being measured again; a transient failure is tried
+    once more; every `drift_every` new measurements the baseline is re-measured on the first
+    device (the one that measures the baseline and the final check). `abandon` releases the
+    claims of whatever is still in flight when the search ends early.
+    """
+
+    def __init__(self, session: _Session, pool: DevicePool, stop: Event | None):
+        self.session = session
+        self.pool = pool
+        self.stop = stop
+        self.ready: list[Result] = []
+        self.held: dict[int, dict[str, Number]] = {}  # row -> configuration another tune holds
+        self.claimed: dict[int, dict[str, Number]] = {}  # row -> configuration not yet recorded
+        self.work: dict[int, tuple[int, BuildResult, str, int]] = {}  # row, build, program, tries
+        self.waiting: dict[str, list[tuple[int, BuildResult]]] = {}  # program -> rows of it
+        self.drifts: set[int] = set()  # keys of the baseline's re-measurements
+        self.keys = 0
+        session.progress.devices = pool.rates()
+
+    def room(self) -> int:
+        return room(self.pool.devices(), self.pool.outstanding())
+
+    def start(self, rows: Sequence[int]) -> None:
+        s = self.session
+        configs = s.space.to_dicts(s.legal[np.asarray(rows, dtype=np.int64)])
+        mine: list[tuple[int, dict[str, Number]]] = []
+        for row, params in zip(rows, configs, strict=True):
+            if self._served(row, params):
+                continue
+            if s.db.claim(s.study, params, s.owner, lifetime=s.lifetime):
+                self.claimed[row] = params
+                mine.append((row, params))
+            else:
+                self.held[row] = params
+        self._build(mine)
+
+    def collect(self) -> list[Result]:
+        while not self.ready:
+            if self.stop is not None and self.stop.is_set():
+                raise KeyboardInterrupt
+            self._poll_held()
+            if self.ready:
+                break
+            if not self.pool.outstanding():
+                if not self.held:
+                    raise RuntimeError("collect() with nothing in flight")
+                time.sleep(CLAIM_POLL_S)  # all in other tunes' hands: give them time
+                continue
+            waiting = self.held or self.stop is not None
+            for work, measurement in self.pool.wait(CLAIM_POLL_S if waiting else None):
+                self._landed(work, measurement)
+            self.session.progress.devices = self.pool.rates()
+        ready, self.ready = self.ready, []
+        return ready
+
+    def abandon(self) -> None:
+        """Release the claims of configurations that will not be recorded in this tune."""
+        s = self.session
+        for params in self.claimed.values():
+            s.db.release(s.study, params, s.owner)
+        self.claimed.clear()
+        s.progress.devices = self.pool.rates()
+
+    def _served(self, row: int, params: dict[str, Number]) -> bool:
+        known = self.session._stored(params)
+        if known is None:
+            return False
+        self.session._count(params, known, reused=True)
+        self.ready.append(_result(row, known))
+        return True
+
+    def _poll_held(self) -> None:
+        """Configurations other tunes held: theirs once recorded, ours once let go."""
+        s = self.session
+        mine = []
+        for row, params in list(self.held.items()):
+            if self._served(row, params):
+                del self.held[row]
+            elif s.db.claim(s.study, params, s.owner, lifetime=s.lifetime):
+                del self.held[row]
+                self.claimed[row] = params
+                mine.append((row, params))
+        self._build(mine)
+
+    def _build(self, mine: list[tuple[int, dict[str, Number]]]) -> None:
+        """Build in parallel; hand each build to the pool as it lands."""
+        if not mine:
+            return
+        s = self.session
+        with closing(s.builder.build_iter([params for _, params in mine])) as builds:
+            while True:
+                with s.stopwatch.part("compile"):
+                    landed = next(builds, None)
+                if landed is None:
+                    break
+                index, build = landed
+                self._dispatch(mine[index][0], s._built(build))
+
+    def _dispatch(self, row: int, build: BuildResult, tries: int = 0) -> None:
+        s = self.session
+        program = s._program(build)
+        if program and tries == 0:
+            same = s.programs.get(program)
+            if same is not None:
+                self._done(row, s._keep(_shared(same, build.params), shared=True))
+                return
+            if program in self.waiting:  # the same program is being measured
+                self.waiting[program].append((row, build))
+                return
+            self.waiting[program] = []
+        best = s.progress.best_time
+        key = self._key()
+        self.work[key] = (row, build, program, tries)
+        self.pool.submit(Work(key, build, None if best is None else CLEARLY_SLOWER * best))
+
+    def _landed(self, work: Work, measurement: Measurement) -> None:
+        s = self.session
+        spent = measurement.compile_info.get("run_seconds", {})
+        s.stopwatch.add("startup", spent.get("setup", 0.0))
+        s.stopwatch.add("gpu", spent.get("gpu", 0.0))
+        if work.key in self.drifts:
+            self.drifts.discard(work.key)
+            if measurement.status == "ok":
+                s.drift.append(measurement.time)  # type: ignore[arg-type]
+            return
+        row, build, program, tries = self.work.pop(work.key)
+        if measurement.transient and tries == 0:
+            if build.transient:
+                build = s._build(build.params)
+            self._dispatch(row, build, tries=1)
+            return
+        s._noted(measurement)
+        if program and not measurement.transient:
+            info = {**measurement.compile_info, "program": program}
+            measurement = replace(measurement, compile_info=info)
+            s.programs[program] = measurement
+        measurement = s._keep(measurement, shared=False)
+        self._done(row, measurement)
+        for other, other_build in self.waiting.pop(program, []) if program else []:
+            if measurement.transient:  # the program has no measurement yet: measure it
+                self._dispatch(other, other_build)
+            else:
+                self._done(other, s._keep(_shared(measurement, other_build.params), shared=True))
+        self._check_drift()
+
+    def _done(self, row: int, measurement: Measurement) -> None:
+        self.claimed.pop(row, None)
+        self.ready.append(_result(row, measurement))
+
+    def _check_drift(self) -> None:
+        s = self.session
+        every = s.options.drift_every
+        if not every or s.baseline is None:
+            return
+        s.since_drift += 1
+        if s.since_drift < every:
+            return
+        s.since_drift = 0
+        key = self._key()
+        self.drifts.add(key)
+        self.pool.submit(Work(key, s._build(s.baseline_params), pinned=0))
+
+    def _key(self) -> int:
+        self.keys += 1
+        return self.keys
+
+
+def _result(row: int, measurement: Measurement) -> Result:
+    return Result(row, measurement.time if measurement.status == "ok" else None, measurement.error)
 
 
 def _shared(measured: Measurement, params: Mapping[str, Number]) -> Measurement:
@@ -1161,7 +1480,7 @@ def _program_of(measurement: Measurement) -> object:
     return measurement.compile_info.get("program") or config_key(measurement.params)
 
 
-def _claim(verdict: Verdict | None) -> str:
+def speedup_claim(verdict: Verdict | None) -> str:
     """The header's speedup line: only what the final check measured."""
     if verdict is None or verdict.speedup is None:
         return ""

@@ -30,6 +30,7 @@ Where we deviate from the paper's 13 features (Table 1), and why:
 from __future__ import annotations
 
 import importlib
+import json
 import math
 import re
 import subprocess
@@ -151,23 +152,24 @@ def table() -> tuple[DeviceFeatures, ...]:
 
 
 def read_from_device(ordinal: int = 0) -> DeviceFeatures | None:
-    """The features of CUDA GPU `ordinal`, read from the GPU; None when there is none.
+    """The features of GPU `ordinal`, read from the GPU; None when there is none.
 
     Tried in turn: pycuda's device attributes, the same attributes through NVIDIA's
-    cuda-python (what the lent GPU machines ship), and last `nvidia-smi` merged over the
-    table entry of the name it reports (nvidia-smi knows no SM count, bus width or cache size).
+    cuda-python (what the lent GPU machines ship), `nvidia-smi` merged over the table entry
+    of the name it reports (nvidia-smi knows no SM count, bus width or cache size), and last
+    `rocm-smi` likewise for an AMD GPU.
     What the driver does not report is derived: FP32 lanes from the SM count and the lanes per
     SM of the compute capability, bandwidth = 2 * memory clock * bus / 8, peak FP32 =
     2 * lanes * clock, peak FP64 from the architecture's FP64:FP32 ratio. None also when the
     GPU is neither in those per-architecture constants nor in the table. Never raises for a
     missing driver or library; a hanging nvidia-smi is given up after
-    `devices.NVIDIA_SMI_TIMEOUT_S`.
+    `devices.NVIDIA_SMI_TIMEOUT_S`, a hanging rocm-smi after `ROCM_SMI_TIMEOUT_S`.
     """
     for reader in (_read_pycuda, _read_cuda_python):
         found = reader(ordinal)
         if found is not None:
             return _from_attributes(*found)
-    return _read_nvidia_smi(ordinal)
+    return _read_nvidia_smi(ordinal) or _read_rocm_smi(ordinal)
 
 
 def features_for(name: str) -> DeviceFeatures | None:
@@ -430,15 +432,22 @@ def _read_nvidia_smi(ordinal: int) -> DeviceFeatures | None:
     if entry is None:
         return None
     values = dict(entry.values)
-    if sm_clock is not None and sm_clock < values["core_clock_mhz"]:
-        scale = sm_clock / values["core_clock_mhz"]
-        values["core_clock_mhz"] = sm_clock
-        values["peak_sp_gflops"] *= scale
-        values["peak_dp_gflops"] *= scale
+    _cap_core_clock(values, sm_clock)
     if memory_clock is not None:
         values["memory_bandwidth_gbs"] *= memory_clock / values["memory_clock_mhz"]
         values["memory_clock_mhz"] = memory_clock
     return DeviceFeatures(name, entry.architecture, values, "device")
+
+
+def _cap_core_clock(values: dict[str, float], clock: float | None) -> None:
+    """Lower the table's core clock to a reported maximum below it, and peak FLOPS in
+    proportion: the board runs below its published peak. A reported maximum above the
+    published one is a firmware or overdrive ceiling, not the rated clock, and is ignored."""
+    if clock is not None and clock < values["core_clock_mhz"]:
+        scale = clock / values["core_clock_mhz"]
+        values["core_clock_mhz"] = clock
+        values["peak_sp_gflops"] *= scale
+        values["peak_dp_gflops"] *= scale
 
 
 def _megahertz(text: str) -> float | None:
@@ -448,3 +457,79 @@ def _megahertz(text: str) -> float | None:
     except ValueError:
         return None
     return value if math.isfinite(value) and value > 0 else None
+
+
+ROCM_SMI_TIMEOUT_S = 10.0
+"""rocm-smi is a Python program that loads its library and asks the driver (slower to start
+than nvidia-smi, and as able to hang on a wedged driver); past this, no AMD GPU is read."""
+
+_ROCM_NAME_KEYS = ("card series", "card model")
+_ROCM_ONE_NAME = re.compile(r"\[([^\]/]+)\]")
+_ROCM_TOP_CLOCK = re.compile(r"([0-9.]+)\s*mhz\s*$", re.IGNORECASE)
+
+
+def _read_rocm_smi(ordinal: int) -> DeviceFeatures | None:
+    """The table entry of the AMD GPU rocm-smi names, with the engine clock it reports.
+
+    rocm-smi knows no CU count, bus width or cache size, so the table must know the GPU: None
+    when it does not (`annotune.transfer.resolve` then falls back on the name). The top of
+    the "Valid sclk range" (the overdrive range, absent where overdrive is off) lowers the
+    clock as nvidia-smi's does. Its memory clock is not used: for GDDR it counts in other units
+    than the table's (an 18 Gbps W7800 reports about 1124 MHz, not 9000).
+    """
+    card = _rocm_smi_card(ordinal)
+    if card is None:
+        return None
+    found = _rocm_smi_entry(card)
+    if found is None:
+        return None
+    name, entry = found
+    values = dict(entry.values)
+    clock = _ROCM_TOP_CLOCK.search(card.get("valid sclk range", ""))
+    _cap_core_clock(values, _megahertz(clock.group(1)) if clock else None)
+    return DeviceFeatures(name, entry.architecture, values, "device")
+
+
+def _rocm_smi_card(ordinal: int) -> dict[str, str] | None:
+    """What `rocm-smi --json` says of device `ordinal`, its keys in lower case (ROCm before
+    6.1 writes "Card series", later ones "Card Series"); None when rocm-smi is missing,
+    fails, hangs or prints anything but that JSON object. rocm-smi exits 0 on some failures
+    ("Driver not initialized"), printing nothing: only the JSON tells success."""
+    try:
+        done = subprocess.run(
+            ["rocm-smi", "-d", str(ordinal), "--showproductname", "--showsclkrange", "--json"],
+            capture_output=True,
+            encoding="utf-8",
+            errors="replace",
+            timeout=ROCM_SMI_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if done.returncode != 0:
+        return None
+    try:
+        data = json.loads(done.stdout)
+    except (ValueError, RecursionError):
+        return None
+    card = data.get(f"card{ordinal}") if isinstance(data, dict) else None
+    if not isinstance(card, dict):
+        return None
+    return {str(k).strip().lower(): v.strip() for k, v in card.items() if isinstance(v, str)}
+
+
+def _rocm_smi_entry(card: Mapping[str, str]) -> tuple[str, DeviceFeatures] | None:
+    """The card's name as rocm-smi gives it, and its table entry.
+
+    The name comes from the driver's marketing names ("AMD Instinct MI250X") or from pci.ids
+    ("Arcturus GL-XL [AMD Instinct MI100]"): the whole is looked up, then a bracketed name.
+    A bracket listing several boards ("Navi 31 [Radeon RX 7900 XT/7900 XTX]") tells none of
+    them. Before ROCm 6.1 "Card model" could hold the board's name; since, a PCI device ID.
+    """
+    for key in _ROCM_NAME_KEYS:
+        name = card.get(key, "")
+        for candidate in (name, *_ROCM_ONE_NAME.findall(name)):
+            entry = lookup(candidate)
+            if entry is not None:
+                return name, entry
+    return None

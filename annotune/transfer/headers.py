@@ -1,9 +1,12 @@
-"""A tuned header of another GPU for a device that has none: `annotune build`'s fallback.
+"""The committed tuned headers of other GPUs, for `annotune build`.
 
 A header tuned on an A100 is a far better start on an A30 (same architecture, sm_80) than the
 annotations' defaults, and a new GPU should not fall off that cliff either. Only a GPU of the
 same vendor and architecture family stands in (a header tuned for an RDNA3 card says little
 about an Ampere one), the nearest by `resolve.nearest_known`; the caller says which it used.
+
+`arch_gpus` gathers every GPU's header with its compute capability, for the header that one
+binary built for several architectures includes (`emit.arch`, `annotune build --per-arch`).
 """
 
 from __future__ import annotations
@@ -11,7 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from annotune.core.diagnostics import AnnotuneError
 from annotune.emit import tuned_header_path
+from annotune.emit.arch import ArchGpu, parse_tuned_header
 from annotune.transfer.resolve import Family, GpuTable, nearest_known, resolve
 
 
@@ -60,3 +65,55 @@ def stand_in_header(
         f"({header}), the nearest GPU of the same vendor and architecture ({generation})"
     )
     return HeaderStandIn(header, nearest.name, warning)
+
+
+@dataclass(frozen=True)
+class ArchGpus:
+    """Every tuned header of a source with its GPU's compute capability, by directory name;
+    `warnings` say each capability not known for sure and each header left out."""
+
+    directory: Path
+    gpus: tuple[ArchGpu, ...]
+    warnings: tuple[str, ...]
+
+
+def arch_gpus(source: Path, out_dir: Path | None, gpus: GpuTable | None = None) -> ArchGpus:
+    """The tuned headers of the CUDA source `source` (`<out_dir>/<slug>/<stem>.h`), each read
+    back (`emit.arch.parse_tuned_header`: AnnotuneError for one annotune did not write) and
+    given its GPU's compute capability: from the user's table, the shipped one, else what the
+    GPU's name tells or the nearest known GPU's (`resolve.resolve`, said in a warning). A GPU
+    with no NVIDIA compute capability (an AMD one, a CPU) is left out with a warning."""
+    base = tuned_header_path(source, "any", out_dir).parent.parent
+    try:
+        directories = sorted(base.iterdir()) if base.is_dir() else []
+    except OSError as error:
+        raise AnnotuneError(f"cannot list the tuned headers in {base}: {error}") from None
+    found, warnings = [], []
+    for directory in directories:
+        header = directory / f"{source.stem}.h"
+        if not header.is_file():
+            continue
+        tuned = parse_tuned_header(header, source.name)
+        known = resolve(tuned.device, gpus, live=False)
+        capability = known.values.get("compute_capability")
+        if not known.values.get("vendor_nvidia") or capability is None:
+            warnings.append(
+                f"{header} is tuned for '{tuned.device}', which has no known NVIDIA compute "
+                "capability: left out (add the GPU with --gpus FILE or a [[gpu]] entry in "
+                "annotune.toml)"
+            )
+            continue
+        tenths = round(capability * 10)
+        entry = gpus.find(tuned.device) if gpus else None
+        told = entry is not None and "compute_capability" in entry.values
+        if known.source not in ("user", "table", "device") and not told:
+            how = f"'{known.stand_in}', the nearest known GPU"
+            if "compute_capability" not in known.missing:
+                how = "its name"
+            warnings.append(
+                f"'{tuned.device}' ({header}) is in no GPU table: its compute capability, "
+                f"{tenths // 10}.{tenths % 10}, comes from {how} (add it with --gpus FILE or "
+                "a [[gpu]] entry in annotune.toml)"
+            )
+        found.append(ArchGpu(tuned, (tenths // 10, tenths % 10)))
+    return ArchGpus(base, tuple(found), tuple(warnings))

@@ -125,9 +125,9 @@ def _gather(
 ) -> _Gathered:
     """The other GPUs' results (see `gather_prior`) with the device features they and the
     target share, and every warning: files measured on the target, fallbacks for GPUs known
-    nowhere (the target's first)."""
+    nowhere (the target's first, and only when there is something to learn from)."""
     found = _from_database(db, key, candidates.names, gpus) if db is not None else []
-    warnings: list[str] = list(target.warnings)
+    warnings: list[str] = []
     for path in files:
         source = _from_file(path, candidates.names, gpus)
         if source.device == key.device:
@@ -139,6 +139,8 @@ def _gather(
         known = by_device.get(source.device)
         if known is None or source.times.size > known.times.size:
             by_device[source.device] = source
+    if by_device:
+        warnings[:0] = target.warnings
     for source in by_device.values():
         warnings.extend(w for w in source.features.warnings if w not in warnings)
     names = shared_names([target, *(s.features for s in by_device.values())])

@@ -18,7 +18,9 @@ from pathlib import Path
 import pytest
 
 import annotune
+from annotune.annotate import read_problem
 from annotune.cli.app import CMAKE_DIR
+from annotune.emit import render_header, tuned_header_path
 
 ROOT = Path(__file__).parents[2]
 MATMUL = ROOT / "examples" / "openacc" / "matmul"
@@ -233,6 +235,10 @@ INCLUDE = f"include({CMAKE_DIR}/annotuneConfig.cmake)\nadd_library(m OBJECT m.c)
             "annotune_tuned_header(n SOURCE m.c OUTPUT h.h DEVICE other)",
             "already the tuned header of another source or device",
         ),
+        (
+            "annotune_tuned_header(m SOURCE m.c DEVICE x PER_ARCH)",
+            "DEVICE and PER_ARCH exclude each other",
+        ),
     ],
 )
 def test_bad_arguments_stop_the_configuration_with_a_clear_message(tmp_path, call, message):
@@ -264,3 +270,35 @@ def test_without_an_annotune_command_configuring_fails_with_the_way_out(tmp_path
     )
     assert included.returncode != 0
     assert "-DANNOTUNE_EXECUTABLE" in " ".join(included.stderr.split())
+
+
+def test_per_arch_builds_one_header_with_every_gpus_values(tmp_path):
+    """PER_ARCH runs `annotune build --per-arch`: the header chooses by __CUDA_ARCH__."""
+    source = tmp_path / "k.cu"
+    source.write_text(
+        "#ifndef BX\n#define BX 32 // @tune values(32, 64, 128)\n#endif\n"
+        "__global__ void k(float *a) { a[threadIdx.x] = BX; }\n"
+    )
+    problem = read_problem(source)
+    for gpu, value in (("NVIDIA A100-PCIE-40GB", 64), ("NVIDIA H100 80GB HBM3", 128)):
+        header = tuned_header_path(source, gpu)
+        header.parent.mkdir(parents=True)
+        header.write_text(
+            render_header(
+                problem,
+                {"BX": value},
+                device=gpu,
+                space_size=3,
+                measurements=3,
+                default_time=2.0,
+                best_time=1.0,
+                tool_version="t",
+            )
+        )
+    body = INCLUDE + "annotune_tuned_header(m SOURCE k.cu PER_ARCH)"
+    done = _configure(tmp_path, body)
+    assert done.returncode == 0, done.stderr
+    _run("cmake", "--build", tmp_path / "build", "--target", "annotune_k")
+    text = (tmp_path / "build" / "annotune" / "k.tuned.h").read_text()
+    assert "__CUDA_ARCH__" in text
+    assert re.search(r"#define BX 64\b", text) and re.search(r"#define BX 128\b", text)

@@ -13,6 +13,7 @@ import pytest
 from annotune.annotate import problem_space, read_problem
 from annotune.annotate.summary import summarize_space
 from annotune.emit import slugify
+from annotune.emit.sizes import read_size_table
 from annotune.run.device import DEVICE_ENV
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
@@ -62,18 +63,56 @@ def test_committed_header_is_legal_and_served_for_its_device(header, cli, tmp_pa
     example = header.parents[2]
     source = next(p for p in SOURCES if p.parent == example and p.stem == header.stem)
     problem = read_problem(source)
-    values = {name: value for name, value in _DEFINE.findall(header.read_text())}
-    assert set(values) - {f"ANNOTUNE_TUNED_{header.stem.upper()}_H"} == {
-        p.name for p in problem.params
-    }
+    text = header.read_text()
+    table = read_size_table(text, str(header))
+    if table is None:
+        values = {name: value for name, value in _DEFINE.findall(text)}
+        assert set(values) - {f"ANNOTUNE_TUNED_{header.stem.upper()}_H"} == {
+            p.name for p in problem.params
+        }
+        configs = [{p.name: type(p.values[0])(values[p.name]) for p in problem.params}]
+    else:
+        configs = [dict(entry.params) for entry in table.entries]
     space = problem_space(problem)
-    config = {p.name: type(p.values[0])(values[p.name]) for p in problem.params}
     assert list(space.names) == [p.name for p in problem.params]
-    row = [[p.values.index(config[p.name]) for p in problem.params]]
-    assert space.is_legal(np.array(row)).all(), config
+    for config in configs:
+        row = [[p.values.index(config[p.name]) for p in problem.params]]
+        assert space.is_legal(np.array(row)).all(), config
     device = _DEVICE_LINE.search(header.read_text()).group(1)
     assert slugify(device) == header.parent.name
     monkeypatch.setenv(DEVICE_ENV, device)
     result = cli("build", source, "-o", tmp_path / "out.h")
     assert result.exit_code == 0, result.stderr
     assert (tmp_path / "out.h").read_text() == header.read_text()
+
+
+MATMUL_SIZES = EXAMPLES / "openacc" / "matmul" / "tuned" / "cpu-intel-xeon-processor" / "matmul.h"
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
+def test_the_matmul_size_aware_header_compiles_and_selects_per_size(tmp_path):
+    """The shipped header tuned at three sizes: each size compiles with its own values, a size
+    between takes the nearest's, no N at all the source's default (512), and it runs."""
+    source = EXAMPLES / "openacc" / "matmul" / "matmul.c"
+    table = read_size_table(MATMUL_SIZES.read_text(), str(MATMUL_SIZES))
+    assert table is not None and table.name == "N"
+    assert [e.size for e in table.entries if not e.predicted] == [128, 256, 512]
+    compile_ = ["gcc", "-O2", "-fopenacc", "-include", str(MATMUL_SIZES)]
+    cases = [(f"-DN={e.size}", e) for e in table.entries]
+    cases += [("-DN=181", table.nearest(181)), ("-DN=182", table.nearest(182))]
+    cases += [(None, table.nearest(512))]
+    for define, entry in cases:
+        flags = [define] if define else []
+        macros = subprocess.run(
+            [*compile_, *flags, "-dM", "-E", str(source)],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        defined = dict(_DEFINE.findall(macros))
+        assert {name: int(defined[name]) for name in entry.params} == dict(entry.params), define
+    binary = tmp_path / "matmul"
+    subprocess.run([*compile_, "-DN=200", str(source), "-o", str(binary), "-lm"], check=True)
+    assert subprocess.run([binary], capture_output=True, text=True, check=True).stdout.startswith(
+        "time_ms "
+    )

@@ -80,7 +80,9 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("predict", ["--device", ""], 2, "'--device'"),
     ("predict", ["--device", "NVIDIA A100-PCIE-40GB", "--seed", "-1"], 2, "'--seed'"),
     ("predict", ["--device", "NVIDIA A100-PCIE-40GB", "--out-dir", "{file}"], 2, "'--out-dir'"),
-    ("predict", [], 2, "Missing option '--device'"),
+    ("predict", [], 2, "--device names the GPU to predict for"),
+    ("predict", ["--size", "N=0"], 2, "'0' is not a positive integer size"),
+    ("tune", ["--sizes", "N=1,1"], 2, "1 is given twice"),
     # lift, scan
     ("lift", ["--config", "{dir}"], 2, "is a directory"),
     ("scan", ["--config", "{dir}"], 2, "is a directory"),

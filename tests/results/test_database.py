@@ -293,7 +293,7 @@ def test_a_version_1_database_is_migrated_in_place(tmp_path):
             (config_key({"A": 1}),),
         )
         conn.execute("PRAGMA user_version = 1")
-    assert SCHEMA_VERSION == 3
+    assert SCHEMA_VERSION == 4
     with Database(path) as db:
         (study,) = db.studies()
         assert (study.key, study.created, study.device_features) == (KEY, "2025-01-01", None)

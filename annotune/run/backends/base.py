@@ -67,6 +67,12 @@ class KernelBackend(ABC):
     def l2_cache_bytes(self) -> int:
         """The size of the device's L2 cache: what a flush between timed launches must evict."""
 
+    def pci_bus_id(self) -> str:
+        """The device's PCI bus id, e.g. "0000:65:00.0", by which NVML finds the same GPU
+        whatever CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER made of CUDA's numbering; ""
+        when the backend cannot tell."""
+        return ""
+
     @abstractmethod
     def load(self, image: bytes, symbol: str) -> object:
         """Load a cubin and find the kernel `symbol` (its mangled name) in it."""

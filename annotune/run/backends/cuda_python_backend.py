@@ -141,6 +141,10 @@ class CudaPythonBackend(KernelBackend):
         )
         return int(size)
 
+    def pci_bus_id(self) -> str:
+        bus = self._check(self._driver.cuDeviceGetPCIBusId(32, self._device), "cuDeviceGetPCIBusId")
+        return bus.split(b"\0", 1)[0].decode()
+
     def load(self, image: bytes, symbol: str) -> _Kernel:
         d = self._driver
         self._check(d.cuCtxSetCurrent(self._context), "cuCtxSetCurrent")

@@ -94,6 +94,9 @@ class PycudaBackend(KernelBackend):
         attribute = self._cuda.device_attribute.L2_CACHE_SIZE
         return int(self._call("reading the L2 size", self._device.get_attribute, attribute))
 
+    def pci_bus_id(self) -> str:
+        return str(self._call("reading the PCI bus id", self._device.pci_bus_id))
+
     def load(self, image: bytes, symbol: str) -> _Kernel:
         module = self._call("loading the cubin", self._cuda.module_from_buffer, image)
         function = self._call(f"finding kernel {symbol}", module.get_function, symbol)

@@ -34,7 +34,10 @@ static double seconds(void) {
 }
 
 static void multiply(const float *restrict a, const float *restrict b, float *restrict c) {
-#pragma acc parallel loop collapse(2) vector_length(128) copyin(a[0:N*N], b[0:N*N]) copy(c[0:N*N]) // @tune(VL: vector_length) pow2(32, 1024)
+#ifndef VL
+#define VL 128 // @tune pow2(32, 1024)
+#endif
+#pragma acc parallel loop collapse(2) vector_length(VL) copyin(a[0:N*N], b[0:N*N]) copy(c[0:N*N])
   for (int ii = 0; ii < N; ii += TILE_I)
     for (int jj = 0; jj < N; jj += TILE_J)
       for (int kk = 0; kk < N; kk += TILE_K)

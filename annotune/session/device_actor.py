@@ -1,0 +1,107 @@
+"""One device of a Ray cluster: the class each device's actor runs (`annotune.session.
+distributed`), kept apart so that a replay device's worker process imports only the replay
+device (a tenth of a second) and not the whole tuner with its models (a second or more)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from annotune.core.records import BuildResult, Measurement
+from annotune.session.replay_device import ReplayMeasurer, ReplayTable
+
+if TYPE_CHECKING:
+    from annotune.annotate import Problem
+    from annotune.annotate.kernel import KernelSpec
+    from annotune.builder import CompilerCommand
+    from annotune.run.program import RunSpec
+    from annotune.session.tuner import TuneOptions
+
+
+@dataclass(frozen=True)
+class DeviceRecipe:
+    """What an actor makes its measurer from: a replay table, or the problem and options of
+    a tune on its GPU. Sent to the actor's process, so it is small and plain."""
+
+    table: ReplayTable | None = None
+    delay: float | None = None
+    problem: Problem | None = None
+    options: TuneOptions | None = None
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """What an actor says about its device once its measurer is made."""
+
+    name: str
+    study: dict  # the measurer's `to_json`: part of the study's key
+    warnings: tuple[str, ...] = ()
+    compiler: CompilerCommand | None = None
+    nvrtc_arch: tuple[int, int] | None = None
+    run_dir: Path | None = None
+    run_spec: RunSpec | KernelSpec | None = None  # what `tuner.run_key` reads; None: replay
+
+
+class DeviceActor:
+    """One device in its own Ray worker process, holding an ordinary measurer (made there:
+    a GPU's backend and NVML handle cannot travel). Every failure of a configuration comes
+    back as a Measurement; an exception means the device itself is broken."""
+
+    def __init__(self, recipe: DeviceRecipe):
+        self.resources = ExitStack()
+        if recipe.table is not None:
+            self.measurer: Any = ReplayMeasurer(recipe.table, recipe.delay)
+            self.info = DeviceInfo(recipe.table.device, self.measurer.to_json())
+            return
+        from annotune.session.tuner import open_measurer  # a GPU's: the whole tuner
+
+        assert recipe.problem is not None and recipe.options is not None
+        measurer, compiler, arch = open_measurer(recipe.problem, recipe.options, self.resources)
+        self.measurer = measurer
+        self.info = DeviceInfo(
+            recipe.options.device or assigned_gpu_name(),
+            measurer.to_json(),
+            tuple(measurer.warnings),
+            compiler,
+            arch,
+            measurer.run_dir,
+            measurer.run_spec,
+        )
+
+    def describe(self) -> DeviceInfo:
+        return self.info
+
+    def measure(self, build: BuildResult, stop_above: float | None) -> Measurement:
+        return self.measurer.measure(build, stop_above)
+
+    def sample(self, build: BuildResult) -> Measurement:
+        return self.measurer.sample(build)
+
+    def adopt_baseline(self, measurement: Measurement, build: BuildResult) -> None:
+        self.measurer.adopt_baseline(measurement, lambda: build)
+
+
+def assigned_gpu_name() -> str:
+    """The name of the GPU Ray gave this actor: nvidia-smi lists every GPU of the node, so it
+    is asked for the first one in CUDA_VISIBLE_DEVICES (else the machine's device name)."""
+    from annotune.run.device import NVIDIA_SMI_TIMEOUT_S, current_device_name
+
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
+    if not visible:
+        return current_device_name()
+    try:
+        done = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", "-i", visible],
+            capture_output=True,
+            text=True,
+            timeout=NVIDIA_SMI_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return current_device_name()
+    lines = done.stdout.strip().splitlines() if done.returncode == 0 else []
+    return lines[0].strip() if lines and lines[0].strip() else current_device_name()

@@ -1,0 +1,290 @@
+"""Scale-out: configurations a minute on 1, 2, 4 and 8 devices, and what it costs the search.
+
+    python benchmarks/scaleout.py [--json] [--devices 1 2 4 8] [--per-device 40]
+    python benchmarks/scaleout.py --quality [--repeats 100] [--quality-devices 8] [DATASET ...]
+
+(a) Throughput (the default): `examples/cuda/convolution/convolution.cu` tuned through Ray
+(`annotune.session.distributed.tune_devices`) on N replay devices serving
+`convolution_A100.json.gz`, each measurement taking 100 ms, on a local Ray cluster started
+once; the default strategy (iterml), `--per-device` measurements per device, a fresh study,
+no final check and no drift check. A rate is the tune's measurements over its own wall time
+(the baseline's measurement and the search's time included; the cluster's and the actors'
+start-up, printed apart, not). Efficiency is the rate over N times the one-device rate.
+`--json` prints the list of `{devices, configs_per_min, efficiency}`.
+
+(b) Quality (`--quality`): does searching with N devices cost measurements? On each replay
+dataset, the concurrent search (`annotune.session.concurrent.run_concurrent_search`, the
+loop a Ray tune runs, asking as its `room` says) with N simulated devices taking 100 ms
+(+-10%, seeded) per measurement in virtual time, against the sequential search
+(`annotune.bench.run_once`: `run_search` with the strategy's own batches), with the same seeds,
+by the IterML paper's Standard 1 and 2 (`annotune.bench`; runs capped at random search's exact
+Standard 2, as `annotune bench` caps them). The simulation gives the search no time of its
+own; on the real path more results may land between two asks while it chooses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import json
+import os
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE = ROOT / "examples" / "cuda" / "convolution" / "convolution.cu"
+REPLAY_DIR = ROOT.parent / "shared" / "data" / "replay"
+RECORDING = REPLAY_DIR / "convolution_A100.json.gz"
+DELAY_S = 0.1
+
+
+# -- (a) throughput through Ray ------------------------------------------------------------------
+
+
+def throughput(devices: list[int], per_device: int, strategy: str) -> list[dict]:
+    import ray
+
+    from annotune.annotate import read_problem
+    from annotune.session.distributed import tune_devices
+    from annotune.session.tuner import TuneOptions
+
+    problem = read_problem(SOURCE)
+    started = time.perf_counter()
+    ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False)
+    print(f"Ray started in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    rows: list[dict] = []
+    try:
+        for count in devices:
+            with tempfile.TemporaryDirectory() as scratch:
+                where = Path(scratch)
+                options = TuneOptions(
+                    strategy=strategy,
+                    budget=per_device * count,
+                    ray=True,
+                    devices=count,
+                    replay=(RECORDING,),
+                    replay_delay=DELAY_S,
+                    db_path=where / "results.db",
+                    out_dir=where / "tuned",
+                    cache_dir=where / "cache",
+                    recheck=0,
+                    drift_every=0,
+                    transfer=False,
+                )
+                began = time.perf_counter()
+                (report,) = tune_devices(problem, options)
+                total = time.perf_counter() - began
+            wall = report.wall_breakdown
+            assert wall is not None
+            rate = 60.0 * report.evaluations / wall.wall
+            one = rows[0]["configs_per_min"] / rows[0]["devices"] if rows else rate / count
+            rows.append(
+                {
+                    "devices": count,
+                    "configs_per_min": round(rate, 1),
+                    "efficiency": round(rate / (count * one), 3),
+                    "ideal_per_min": round(60.0 / DELAY_S * count),
+                    "measurements": report.evaluations,
+                    "wall_s": round(wall.wall, 2),
+                    "search_s": round(wall.search, 2),
+                    "actor_startup_s": round(total - wall.wall, 2),
+                }
+            )
+            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    finally:
+        ray.shutdown()
+    return rows
+
+
+# -- (b) search quality: concurrent against sequential ------------------------------------------
+
+
+class SimulatedDevices:
+    """`Measurements` of N devices in virtual time, asked for work as a Ray tune's devices
+    are (`annotune.session.concurrent.room`): each measures what it is given one after
+    another, each measurement taking 100 ms +- 10%; `collect` advances the clock to the next
+    finish and returns every measurement done by then."""
+
+    def __init__(self, dataset, devices: int, rng: np.random.Generator):
+        self.dataset = dataset
+        self.rng = rng
+        self.now = 0.0
+        self.ends = [0.0] * devices  # when each device's last configuration is done
+        self.load = [0] * devices
+        self.events: list[tuple[float, int, int, int]] = []  # finish, order, device, row
+        self.order = 0
+
+    def room(self) -> int:
+        from annotune.session.concurrent import room
+
+        return room(len(self.ends), len(self.events))
+
+    def start(self, rows) -> None:
+        for row in rows:
+            device = min(range(len(self.ends)), key=lambda d: (self.load[d], self.ends[d]))
+            took = DELAY_S * (1.0 + 0.1 * (2.0 * self.rng.random() - 1.0))
+            self.ends[device] = max(self.now, self.ends[device]) + took
+            self.load[device] += 1
+            self.order += 1
+            heapq.heappush(self.events, (self.ends[device], self.order, device, int(row)))
+
+    def collect(self):
+        self.now = self.events[0][0]
+        rows = []
+        while self.events and self.events[0][0] <= self.now:
+            _, _, device, row = heapq.heappop(self.events)
+            self.load[device] -= 1
+            rows.append(row)
+        return self.dataset.measure(rows)
+
+
+def concurrent_run(dataset, strategy: str, seed: int, cap: int, devices: int):
+    """One concurrent search with `devices` simulated devices, stopped at 0.95 like
+    `annotune.bench.run_once`."""
+    from annotune.bench import THRESHOLD, RunTrace
+    from annotune.search import Budget, create
+    from annotune.session.concurrent import run_concurrent_search
+
+    normalized = dataset.normalized()
+    best = [0.0]
+
+    def stop(results, outcome, strategy_):
+        best[0] = max(best[0], max(normalized[r.index] for r in results))
+        return best[0] >= THRESHOLD
+
+    pool = SimulatedDevices(dataset, devices, np.random.default_rng([seed, 7]))
+    outcome = run_concurrent_search(
+        create(strategy),
+        dataset.candidates,
+        pool,
+        budget=Budget(evaluations=cap),
+        rng=np.random.default_rng(seed),
+        on_batch=stop,
+    )
+    found = normalized[[r.index for r in outcome.results]]
+    return RunTrace(seed, np.maximum.accumulate(found) if found.size else found)
+
+
+_DATASET = None
+
+
+def _init(path: Path) -> None:
+    global _DATASET
+    from annotune.results.replay import load_replay
+
+    _DATASET = load_replay(path)
+
+
+def _one(mode: str, strategy: str, seed: int, cap: int, devices: int):
+    from annotune.bench import run_once
+
+    if mode == "sequential":
+        return run_once(_DATASET, strategy, {}, seed, cap).first_hit
+    return concurrent_run(_DATASET, strategy, seed, cap, devices).first_hit
+
+
+def quality(paths: list[Path], strategy: str, repeats: int, devices: int) -> list[dict]:
+    from annotune.bench import random_standards, run_seeds, standards_from_hits
+    from annotune.results.replay import load_replay
+
+    rows = []
+    seeds = run_seeds(0, repeats)
+    for path in paths:
+        dataset = load_replay(path)
+        random = random_standards(dataset.normalized())
+        cap = random.std2 if random.std2 is not None else len(dataset)
+        row: dict = {"dataset": dataset.name, "cap": cap}
+        began = time.perf_counter()
+        with ProcessPoolExecutor(os.cpu_count(), initializer=_init, initargs=(path,)) as pool:
+            for mode in ("sequential", "concurrent"):
+                hits = list(
+                    pool.map(
+                        _one,
+                        [mode] * repeats,
+                        [strategy] * repeats,
+                        seeds,
+                        [cap] * repeats,
+                        [devices] * repeats,
+                    )
+                )
+                standards = standards_from_hits(hits)
+                row[mode] = {"std1": standards.std1, "std2": standards.std2}
+        row["seconds"] = round(time.perf_counter() - began)
+        rows.append(row)
+        print(json.dumps(row), file=sys.stderr, flush=True)
+    return rows
+
+
+def _change(before: int | None, after: int | None, cap: int) -> str:
+    """after / before - 1 as a percentage; a standard not reached counts as the cap."""
+    b, a = before or cap, after or cap
+    return f"{100.0 * (a / b - 1.0):+.0f}%"
+
+
+def _std(value: int | None, cap: int) -> str:
+    return str(value) if value is not None else f"> {cap}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("datasets", nargs="*", type=Path, help="replay files (--quality)")
+    parser.add_argument("--devices", type=int, nargs="+", default=[1, 2, 4, 8])
+    parser.add_argument("--per-device", type=int, default=40, help="measurements per device")
+    parser.add_argument("--strategy", default="iterml")
+    parser.add_argument("--quality", action="store_true", help="compare the searches instead")
+    parser.add_argument("--quality-devices", type=int, default=8)
+    parser.add_argument("--repeats", type=int, default=100)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT))
+
+    if args.quality:
+        paths = args.datasets or sorted(REPLAY_DIR.glob("*.json.gz"))
+        rows = quality(paths, args.strategy, args.repeats, args.quality_devices)
+        if args.json:
+            print(json.dumps(rows, indent=1))
+            return 0
+        print(
+            f"| dataset | sequential std1 / std2 | {args.quality_devices} devices std1 / std2 "
+            "| change std1 / std2 |"
+        )
+        print("|---|---|---|---|")
+        for row in rows:
+            s, c, cap = row["sequential"], row["concurrent"], row["cap"]
+            print(
+                f"| {row['dataset']} | {_std(s['std1'], cap)} / {_std(s['std2'], cap)} | "
+                f"{_std(c['std1'], cap)} / {_std(c['std2'], cap)} | "
+                f"{_change(s['std1'], c['std1'], cap)} / {_change(s['std2'], c['std2'], cap)} |"
+            )
+        return 0
+
+    rows = throughput(args.devices, args.per_device, args.strategy)
+    if args.json:
+        print(
+            json.dumps(
+                [{k: row[k] for k in ("devices", "configs_per_min", "efficiency")} for row in rows],
+                indent=1,
+            )
+        )
+        return 0
+    print(
+        "| devices | configs / min | efficiency | ideal / min | measurements | wall s | "
+        "search s | actors' start-up s |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for row in rows:
+        print(
+            f"| {row['devices']} | {row['configs_per_min']:.0f} | {row['efficiency']:.2f} | "
+            f"{row['ideal_per_min']} | {row['measurements']} | {row['wall_s']} | "
+            f"{row['search_s']} | {row['actor_startup_s']} |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
