@@ -15,11 +15,13 @@ start-up, printed apart, not). Efficiency is the rate over N times the one-devic
 (b) Quality (`--quality`): does searching with N devices cost measurements? On each replay
 dataset, the concurrent search (`annotune.session.concurrent.run_concurrent_search`, the
 loop a Ray tune runs, asking as its `room` says) with N simulated devices taking 100 ms
-(+-10%, seeded) per measurement in virtual time, against the sequential search
+(+-10%, seeded) per measurement in virtual time, the search's own time (measured here)
+charged to that clock so that the loop sizes its batches as on the real path, against the
+sequential search
 (`annotune.bench.run_once`: `run_search` with the strategy's own batches), with the same seeds,
 by the IterML paper's Standard 1 and 2 (`annotune.bench`; runs capped at random search's exact
-Standard 2, as `annotune bench` caps them). The simulation gives the search no time of its
-own; on the real path more results may land between two asks while it chooses.
+Standard 2, as `annotune bench` caps them). The search's time depends on this machine's
+load: the batches it leads to, and so the figures, vary a little from run to run.
 """
 
 from __future__ import annotations
@@ -119,10 +121,13 @@ class SimulatedDevices:
         self.events: list[tuple[float, int, int, int]] = []  # finish, order, device, row
         self.order = 0
 
-    def room(self) -> int:
+    def room(self, batch: int) -> int:
         from annotune.session.concurrent import room
 
-        return room(len(self.ends), len(self.events))
+        return room(len(self.ends), len(self.events), batch)
+
+    def devices(self) -> int:
+        return len(self.ends)
 
     def start(self, rows) -> None:
         for row in rows:
@@ -143,6 +148,34 @@ class SimulatedDevices:
         return self.dataset.measure(rows)
 
 
+class Charged:
+    """A strategy whose asks and tells cost the simulated devices' clock what they took here
+    (the search runs on the driver while the devices measure), so that the loop sizes its
+    batches as it would on the real path."""
+
+    def __init__(self, strategy, pool: SimulatedDevices):
+        self.strategy = strategy
+        self.pool = pool
+        self.name = strategy.name
+
+    def start(self, candidates, rng) -> None:
+        self.strategy.start(candidates, rng)
+
+    def ask(self, max_count: int) -> list[int]:
+        began = time.perf_counter()
+        asked = self.strategy.ask(max_count)
+        self.pool.now += time.perf_counter() - began
+        return asked
+
+    def tell(self, results) -> None:
+        began = time.perf_counter()
+        self.strategy.tell(results)
+        self.pool.now += time.perf_counter() - began
+
+    def progress(self) -> dict:
+        return self.strategy.progress()
+
+
 def concurrent_run(dataset, strategy: str, seed: int, cap: int, devices: int):
     """One concurrent search with `devices` simulated devices, stopped at 0.95 like
     `annotune.bench.run_once`."""
@@ -159,12 +192,13 @@ def concurrent_run(dataset, strategy: str, seed: int, cap: int, devices: int):
 
     pool = SimulatedDevices(dataset, devices, np.random.default_rng([seed, 7]))
     outcome = run_concurrent_search(
-        create(strategy),
+        Charged(create(strategy), pool),
         dataset.candidates,
         pool,
         budget=Budget(evaluations=cap),
         rng=np.random.default_rng(seed),
         on_batch=stop,
+        clock=lambda: pool.now,
     )
     found = normalized[[r.index for r in outcome.results]]
     return RunTrace(seed, np.maximum.accumulate(found) if found.size else found)

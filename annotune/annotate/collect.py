@@ -599,7 +599,7 @@ def defined_number(parsed: ParsedSource, name: str) -> Number | None:
     collector = _Collector(parsed)
     _scan_file(collector, parsed.main, visited=set())
     define = collector.defines.get(name)
-    return _define_value(define) if define is not None else None
+    return _define_value(define) if define is not None and define.active else None
 
 
 def _add_fixed(collector: _Collector, name: str, value: Number) -> None:
@@ -611,6 +611,10 @@ def _add_fixed(collector: _Collector, name: str, value: Number) -> None:
             known.location,
         )
     define = collector.defines.get(name)
+    if define is not None and not define.active:
+        # Only in a skipped branch (PolyBench's dataset sizes once -DNJ is given): the
+        # compiler sees no definition, so the size is given as -D, never by rewriting it.
+        define = None
     if define is not None and define.function_like:
         raise AnnotuneError(
             f"'{name}' is a function-like macro, not a problem size", define.name_location

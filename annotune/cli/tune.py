@@ -39,6 +39,7 @@ from annotune.cli.params import (
     MAX_COUNT,
     MAX_SECONDS,
     MAX_SEED,
+    GpusOption,
     device_name,
     one_of,
     output_dir,
@@ -48,6 +49,7 @@ from annotune.cli.params import (
     tolerance,
 )
 from annotune.core.diagnostics import AnnotuneError
+from annotune.core.records import OBJECTIVES
 from annotune.emit import check_headers_writable
 from annotune.emit.sizes import parse_sizes
 from annotune.run.backends import BACKENDS
@@ -271,6 +273,14 @@ def tune_command(
             help="Relative tolerance of that check (default 1e-6; kernels 1e-5).",
         ),
     ] = None,
+    objective: Annotated[
+        str,
+        typer.Option(
+            callback=one_of(OBJECTIVES),
+            help="What to minimise: time, energy (J per run: NVML for a GPU, RAPL for the "
+            "host) or edp (energy x time).",
+        ),
+    ] = "time",
     flush_l2: Annotated[
         bool | None,
         typer.Option(
@@ -338,6 +348,7 @@ def tune_command(
             help="Seconds each replay measurement takes, or 'recorded' (the recorded time).",
         ),
     ] = "0.1",
+    gpus: GpusOption = None,
     config: ConfigPath = None,
     json: JsonFlag = False,
 ) -> None:
@@ -388,6 +399,8 @@ def tune_command(
             check=check,
             check_rtol=check_rtol,
             flush_l2=flush_l2,
+            objective=objective,
+            gpus=gpus,
             ray=ray,
             ray_address=ray_address,
             devices=devices,  # type: ignore[arg-type]  # checked by _device_count

@@ -50,9 +50,12 @@ class SizeEntry:
     default_time: float | None = None
     best_time: float | None = None
     speedup: str = ""
+    environment: str = ""  # what its best ran under, when that differs between sizes
 
     def to_json(self) -> dict:
+        extra = {"environment": self.environment} if self.environment else {}
         return {
+            **extra,
             "size": self.size,
             "params": dict(self.params),
             "predicted": self.predicted,
@@ -183,6 +186,7 @@ def read_size_table(text: str, origin: str) -> SizeTable | None:
                 default_time=e["default_time"],
                 best_time=e["best_time"],
                 speedup=str(e["speedup"]),
+                environment=str(e.get("environment", "")),
             )
             for e in data["entries"]
         )
@@ -213,7 +217,8 @@ def _summary(name: str, entry: SizeEntry) -> str:
         f"{name} = {entry.size}: {entry.measurements} measurements, default "
         f"{_ms(entry.default_time)}, best {_ms(entry.best_time)}"
     )
-    return text + (f"; speedup {entry.speedup}" if entry.speedup else "")
+    text += f"; speedup {entry.speedup}" if entry.speedup else ""
+    return text + (f"; environment {entry.environment}" if entry.environment else "")
 
 
 def _field_names(names: Sequence[str]) -> list[str]:

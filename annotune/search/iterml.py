@@ -203,6 +203,7 @@ class IterML(Strategy):
         self._best = math.inf
         self._expanded: dict[int, set[int]] = {}  # centre row -> parameters moved along
         self._surrogate = Surrogate(settings.model, n_jobs=settings.n_jobs)
+        self._fitted_on = -1  # how many results the surrogate was last fitted on
         self._pick = max(1, round(settings.pick * n)) if settings.pick < 1 else int(settings.pick)
         self._initial = settings.initial if settings.initial is not None else self._pick
         self._batches_after_climb_start = 0
@@ -345,7 +346,11 @@ class IterML(Strategy):
         """Fit on everything measured, predict `alive`, prune, and choose `count` rows."""
         settings = self.settings
         told = np.asarray(self._told)
-        self._surrogate.fit(self._features[told], self._targets(), self._rng)
+        # Asked again with nothing new told (several devices measuring: the concurrent search
+        # tops up a batch): the same data would give the same model, so it is kept.
+        if self._fitted_on != told.size:
+            self._surrogate.fit(self._features[told], self._targets(), self._rng)
+            self._fitted_on = told.size
         features = self._features[alive]
         score = self._surrogate.predict(features).mean
         # Best (lowest) first; random keys break the many ties a tree model produces.

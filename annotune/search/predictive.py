@@ -294,6 +294,7 @@ class PredictiveStrategy(Strategy):
         self._asked = np.zeros(n, dtype=bool)
         self._times = np.full(n, np.nan)
         self._told: list[int] = []
+        self._predicted: tuple[int, np.ndarray] | None = None  # results fitted on, prediction
         self._reference: int | None = None  # row whose time is the target's reference
         self._iteration = 0
         default = 0 if self.prior else 20
@@ -380,7 +381,11 @@ class PredictiveStrategy(Strategy):
         return np.vstack(xs), np.concatenate(ys) if ys else np.zeros(0)
 
     def _fit_predict(self) -> np.ndarray:
-        """Fit the boosted trees and predict the log speedup of every target configuration."""
+        """Fit the boosted trees and predict the log speedup of every target configuration;
+        asked again with nothing new told (a batch topped up while devices measure), the last
+        prediction: the same data would give the same model."""
+        if self._predicted is not None and self._predicted[0] == len(self._told):
+            return self._predicted[1]
         x, y = self._training_set()
         model = HistGradientBoostingRegressor(
             max_iter=self.trees,
@@ -392,7 +397,9 @@ class PredictiveStrategy(Strategy):
         )
         with threadpool_limits(self.n_jobs, user_api="openmp"):
             model.fit(x, y)
-            return model.predict(self._rows)
+            predicted = model.predict(self._rows)
+        self._predicted = (len(self._told), predicted)
+        return predicted
 
     def _climbed(self, count: int) -> np.ndarray:
         """`count` rows: end points of hill climbs on the model, and a random share."""

@@ -11,6 +11,19 @@ subset of what was asked. Telling batch by batch rather than row by row keeps It
 per-batch adaptation (its pool narrows after a batch that improved, widens after one that
 did not) what it was judged with.
 
+How much work waits is measured, not fixed: while the strategy chooses (a forest's fit takes
+0.1-0.3 s on two cores), the devices work through what waits, so what waits must hold at least
+what they measure in that time. The loop times each choice (tell and asks) and the rate at
+which results landed since the previous choice began, and keeps `batch_for` rows waiting: one
+a device at least, else what the devices measure in two choices of the strategy, and a
+quarter more. It chooses again as soon as one device's worth of rows (at least `MIN_BATCH`)
+has landed, so the strategy works while the devices do. When the devices starve, the rate it
+sees is what the waiting rows allowed, and they grow each choice until the devices no longer
+starve.
+With a strategy that chooses in no time, this is a batch of `max(devices, MIN_BATCH)` asked
+whole. A strategy asked again with nothing new told keeps its fitted model (IterML,
+predictive), so topping up a batch from several asks costs no second fit.
+
 The budget is enforced as `run_search` enforces it, in this one loop: the rows in flight count
 against it before anything more is asked, and rows still in flight when the budget, the clock
 or the callback stops the search are measured and told, never dropped. Which device measures
@@ -39,21 +52,44 @@ which a batch of one or two cannot hold (a batch of one is a random pick), and e
 was judged on the recorded data with batches of 5 and more."""
 
 
-def room(devices: int, in_flight: int) -> int:
-    """How many rows to ask for with `devices` devices and `in_flight` rows on them: each
-    device busy and one batch (`max(devices, MIN_BATCH)`) waiting, asked for whole; 0 until a
-    whole batch is free, unless nothing is in flight."""
-    batch = max(devices, MIN_BATCH)
-    free = devices + batch - in_flight
-    return free if free >= batch or in_flight == 0 else 0
+MARGIN = 1.25
+"""What waits over what the devices measure in two choices of the strategy (`batch_for`)."""
+
+MAX_BATCH_PER_DEVICE = 2
+"""The largest waiting batch, per device: more would be chosen on ever staler results."""
+
+
+def batch_for(devices: int, rate: float, choose_seconds: float) -> int:
+    """How many rows to keep waiting for `devices` devices that measure `rate` rows a second
+    while each choice of the strategy takes `choose_seconds` (module docstring): two
+    choices' worth and a margin, since the rows the devices finished during one choice are
+    collected only after the next rows start, and still count as in flight then."""
+    least = max(devices, MIN_BATCH)
+    needed = math.ceil(MARGIN * 2 * rate * choose_seconds) if rate > 0 else 0
+    return max(least, min(needed, MAX_BATCH_PER_DEVICE * least))
+
+
+def room(devices: int, in_flight: int, batch: int | None = None) -> int:
+    """How many rows to ask for with `devices` devices and `in_flight` rows on them: enough
+    that each device is busy and `batch` rows (at least `max(devices, MIN_BATCH)`) wait
+    behind them; 0 until that many are missing (a strategy's batch is never a row or two),
+    unless nothing is in flight."""
+    least = max(devices, MIN_BATCH)
+    free = devices + max(least, batch or 0) - in_flight
+    return free if free >= least or in_flight == 0 else 0
 
 
 class Measurements(Protocol):
     """Rows measured concurrently: started in any number, collected as they finish."""
 
-    def room(self) -> int:
-        """How many more rows to start now (0 while the devices have enough). Never 0 when
-        nothing is in flight: a pool that can measure nothing raises instead."""
+    def room(self, batch: int) -> int:
+        """How many more rows to start now with `batch` rows waiting behind the busy devices
+        (`room`; 0 while the devices have enough). Never 0 when nothing is in flight: a pool
+        that can measure nothing raises instead."""
+        ...
+
+    def devices(self) -> int:
+        """How many devices measure."""
         ...
 
     def start(self, rows: Sequence[int]) -> None:
@@ -84,6 +120,9 @@ def run_concurrent_search(
     in_flight = 0
     landed: list[Result] = []  # collected, not yet told
     stop = ""  # why nothing more is asked
+    rate = 0.0  # rows landed a second, smoothed over the choices
+    choose_seconds = 0.0  # the last choice's tell and asks
+    last_choice = started
 
     def tell() -> None:
         nonlocal landed, stop
@@ -101,28 +140,36 @@ def run_concurrent_search(
             stop = "callback"
 
     while True:
-        while not stop:
-            if budget.seconds is not None and clock() - started >= budget.seconds:
-                stop = "time"
-                break
-            allowed = measurements.room()
+        if not stop and (budget.seconds is None or clock() - started < budget.seconds):
+            batch = batch_for(measurements.devices(), rate, choose_seconds)
+            allowed = measurements.room(batch)
             if budget.evaluations is not None:
                 left = budget.evaluations - len(outcome.results) - len(landed) - in_flight
+                allowed = min(allowed, left)
                 if left <= 0:
                     stop = "budget"
-                    break
-                allowed = min(allowed, left)
-            if allowed <= 0:
-                break
-            if landed:  # the strategy hears everything measured before it chooses
-                tell()
-                continue
-            asked = strategy.ask(allowed)[:allowed]
-            if not asked:
-                stop = "exhausted"
-                break
-            in_flight += len(asked)
-            measurements.start(asked)
+            if allowed > 0:
+                began = clock()
+                if began > last_choice and landed:
+                    seen = len(landed) / (began - last_choice)
+                    rate = seen if rate == 0 else 0.5 * (rate + seen)
+                last_choice = began
+                if landed:  # the strategy hears everything measured before it chooses
+                    tell()
+                asked: list[int] = []
+                while not stop and len(asked) < allowed:  # topped up: IterML's batch is 10
+                    more = strategy.ask(allowed - len(asked))[: allowed - len(asked)]
+                    if not more:
+                        if not asked:
+                            stop = "exhausted"
+                        break
+                    asked += more
+                choose_seconds = clock() - began
+                if asked:
+                    in_flight += len(asked)
+                    measurements.start(asked)
+        elif not stop:
+            stop = "time"
         if in_flight == 0:
             break
         results = measurements.collect()

@@ -79,6 +79,8 @@ class TuneArguments:
     devices: int | Literal["all"] | None = None  # --ray: how many (None: all GPUs, 1 replay)
     replay: tuple[Path, ...] = ()
     replay_delay: float | None = TuneOptions.replay_delay  # None: the recorded time
+    objective: str = TuneOptions.objective
+    gpus: Path | None = None  # the user's GPU table (`--gpus`): features for transfer
 
     def __post_init__(self) -> None:
         if self.transfer_from and not self.transfer:
@@ -155,6 +157,8 @@ def tune_options(problem: Problem, given: TuneArguments) -> TuneOptions:
         devices=given.devices,
         replay=given.replay,
         replay_delay=given.replay_delay,
+        objective=given.objective,
+        gpus=given.gpus,
     )
 
 

@@ -113,7 +113,7 @@ def tune_sizes(
     skipped = tuple(sizes[len(outcomes) :])
     table = _table(outcomes, name, default)
     if table is not None:
-        table = dataclasses.replace(table, environment=_environment(sized, given, outcomes))
+        table = _with_environment(table, sized, given, outcomes)
     header = None
     if table is not None:
         first = outcomes[0].report
@@ -198,11 +198,26 @@ def _table(
     return SizeTable(name, size if size is not None else entries[-1].size, reason, tuple(entries))
 
 
-def _environment(problem: Problem, given: TuneArguments, outcomes: Sequence[SizeOutcome]) -> str:
-    """The header's environment line: what the winners ran under (program mode)."""
+def _with_environment(
+    table: SizeTable, problem: Problem, given: TuneArguments, outcomes: Sequence[SizeOutcome]
+) -> SizeTable:
+    """The table with what each size's winner ran under (program mode): one line for the
+    header when every size's is the same, else each entry's own (an environment variable
+    tuned per size, e.g. OMP_NUM_THREADS from a THREADS parameter, reaches the program only
+    through the environment the user sets)."""
     if kernel_mode(problem, given.mode):
-        return ""
+        return table
     options = tune_options(problem, given)
-    best = outcomes[0].report.best
-    variables = options.run.environment(best.params if best else None)
-    return ", ".join(f"{k}={v}" for k, v in variables.items())
+    by_size = {}
+    for outcome in outcomes:
+        best = outcome.report.best
+        variables = options.run.environment(best.params if best else None)
+        by_size[outcome.size] = ", ".join(f"{k}={v}" for k, v in variables.items())
+    found = {by_size.get(entry.size, "") for entry in table.entries if not entry.predicted}
+    if len(found) <= 1:
+        return dataclasses.replace(table, environment=found.pop() if found else "")
+    entries = tuple(
+        dataclasses.replace(entry, environment=by_size.get(entry.size, ""))
+        for entry in table.entries
+    )
+    return dataclasses.replace(table, entries=entries, environment="")

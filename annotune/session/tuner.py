@@ -45,9 +45,19 @@ from annotune.annotate import Problem, problem_space
 from annotune.annotate.kernel import KernelSpec, LaunchError
 from annotune.builder import Builder, CompilerCommand
 from annotune.core.diagnostics import AnnotuneError, Location
-from annotune.core.records import BuildResult, Candidates, Measurement, Number, Result
+from annotune.core.records import (
+    OBJECTIVE_UNITS,
+    OBJECTIVES,
+    BuildResult,
+    Candidates,
+    Measurement,
+    Number,
+    Result,
+    objective_value,
+)
 from annotune.emit import render_header, tuned_header_path, write_if_changed
 from annotune.results.database import Database, Owner, Study, StudyKey, config_key, workspace
+from annotune.run import energy
 from annotune.run.backends import select_backend
 from annotune.run.conditions import open_monitor
 from annotune.run.device import current_device_name, gpu_name
@@ -66,8 +76,8 @@ from annotune.session.concurrent import (
 from annotune.session.recheck import Verdict, recheck
 from annotune.session.replay_device import ReplayBuilder, ReplayMeasurer, ReplayTable, load_table
 from annotune.space import Space
-from annotune.transfer.features import features_for
 from annotune.transfer.prior import TRANSFER_STRATEGIES, Prior, gather_prior
+from annotune.transfer.resolve import resolve, user_table
 
 
 @dataclass(frozen=True)
@@ -105,6 +115,19 @@ class TuneOptions:
     devices: int | Literal["all"] | None = None  # --ray: how many; None: every GPU (1 replay)
     replay: tuple[Path, ...] = ()  # recordings served by replay devices instead of GPUs
     replay_delay: float | None = 0.1  # seconds a replay measurement takes; None: recorded
+    objective: str = "time"  # what the search minimises: "time", "energy" or "edp" (OBJECTIVES)
+    gpus: Path | None = None  # the user's GPU table (`--gpus`), over the config's [[gpu]]
+
+    def __post_init__(self) -> None:
+        if self.objective not in OBJECTIVES:
+            raise AnnotuneError(
+                f"unknown objective {self.objective!r}: one of {', '.join(OBJECTIVES)}"
+            )
+        if self.objective != "time" and self.replay:
+            raise AnnotuneError(
+                f"--objective {self.objective} needs energy, and a recording holds times only: "
+                "replay devices tune for time"
+            )
 
 
 @dataclass(frozen=True)
@@ -173,30 +196,46 @@ class TuneProgress:
     transient: int = 0  # failures retried and not stored (measured again next run)
     phase: str = "search"  # "search", then "recheck" while the final check runs
     devices: tuple[DeviceRate, ...] = ()  # each device's rate, when several measure
+    objective: str = "time"  # what best_value is (`OBJECTIVES`), in `OBJECTIVE_UNITS`
+    best_value: float | None = None  # the best configuration's objective (its time: best_time)
 
 
 @dataclass(frozen=True)
 class Outcome:
-    """A configuration's median time in the search, its 95% interval and sample count."""
+    """A configuration's median time in the search, its 95% interval and sample count, and
+    its median energy per run (J) with its interval when energy was measured."""
 
     params: dict[str, Number]
     time: float | None
     interval: tuple[float, float] | None = None
     samples: int = 0
+    energy: float | None = None
+    energy_interval: tuple[float, float] | None = None
 
     @classmethod
     def of(cls, params: dict[str, Number], measurement: Measurement | None) -> Outcome:
         if measurement is None or measurement.status != "ok":
             return cls(params, None)
-        return cls(params, measurement.time, measurement.interval, len(measurement.times))
+        return cls(
+            params,
+            measurement.time,
+            measurement.interval,
+            len(measurement.times),
+            measurement.energy,
+            measurement.energy_interval,
+        )
 
     def to_json(self) -> dict:
-        return {
+        data = {
             "params": self.params,
             "time": self.time,
             "interval": list(self.interval) if self.interval else None,
             "samples": self.samples,
         }
+        if self.energy is not None:
+            data["energy"] = self.energy
+            data["energy_interval"] = list(self.energy_interval) if self.energy_interval else None
+        return data
 
 
 @dataclass(frozen=True)
@@ -300,11 +339,13 @@ class TuneReport:
     wall_breakdown: WallBreakdown | None = None
     devices: tuple[DeviceRate, ...] = ()  # what each device measured (several devices)
     devices_lost: str = ""  # why the tune stopped early: every device was lost
+    objective: str = "time"  # what was minimised; the speedup is the baseline's over the winner's
 
     def to_json(self) -> dict:
         verdict = self.recheck
         return {
             "device": self.device,
+            "objective": self.objective,
             "evaluations": self.evaluations,
             "reused": self.reused,
             "same_program": self.same_program,
@@ -441,7 +482,11 @@ def tune_on(
     legal, legal_count = space.search_rows(rng)
     candidates = Candidates(space.decode(legal), space.names)
     device = options.device or (devices.name if devices else current_device_name())
-    target = features_for(device)
+    config = Path(problem.config_file) if problem.config_file else None
+    gpus = user_table(options.gpus, config)
+    resolved = resolve(device, gpus)
+    # A stand-in's features are resolved again by `gather_prior`, which says whose they are.
+    target = None if resolved.warnings else resolved.features()
     baseline = _baseline(space, options.reference)
     place = workspace(problem.source)
     if options.db_path is not None:
@@ -487,6 +532,7 @@ def tune_on(
                 db=db,
                 files=options.transfer_from,
                 rng=np.random.default_rng([options.seed, 1]),
+                gpus=gpus,
             )
         strategy = (
             create("transfer", **prior.options()) if prior.tasks else create(options.strategy)
@@ -507,6 +553,7 @@ def tune_on(
             + measurer.warnings
             + compiler_warnings
             + _unrecorded(devices, space, legal),
+            objective=options.objective,
         )
         pool = devices.pool if devices is not None else None
         flight = _Flight(session, pool, devices.stop) if pool is not None else None
@@ -533,6 +580,7 @@ def tune_on(
                 run_concurrent_search(
                     search, candidates, flight, budget=budget, rng=rng, on_batch=session.after_batch
                 )
+                flight.drain()
         except KeyboardInterrupt:
             interrupted = True
         except DevicesLost as error:
@@ -625,12 +673,18 @@ def open_measurer(problem: Problem, options: TuneOptions, resources: ExitStack):
             resources.callback(monitor.close)
     warnings = (f"GPU conditions (clock, temperature, power) are not recorded: {why_not}",)
     warnings = warnings if why_not else ()
+    meter = None
+    if options.objective != "time":
+        # The GPU's board for kernels and CUDA programs; the host's packages for the rest.
+        on_gpu = kernel or problem.language == "cuda"
+        meter = energy.open_meter(["nvml"] if on_gpu else ["rapl"], powercap=energy.POWERCAP)
+        resources.callback(meter.close)
     if not kernel:
         # Where annotune was started, unless told: input files named in arguments are found
         # where the user expects them, whatever directory the source is in.
         spec = replace(options.run, cwd=options.run.cwd or Path.cwd())
-        runner = ProgramRunner(spec, monitor)
-        once = ProgramRunner(replace(spec, repeats=1, max_repeats=1), monitor)
+        runner = ProgramRunner(spec, monitor, meter)
+        once = ProgramRunner(replace(spec, repeats=1, max_repeats=1), monitor, meter)
         measurer = _ProgramMeasurer(runner, once, check=options.check, warnings=warnings)
         return measurer, options.compiler, None
     spec = _kernel_spec(problem, options.kernel)
@@ -647,11 +701,15 @@ def open_measurer(problem: Problem, options: TuneOptions, resources: ExitStack):
             timeout=options.run.timeout,
             flush_l2=options.flush_l2,
             monitor=monitor,
+            meter=meter,
         )
 
     fixed = Sampling(min_runs=RECHECK_SAMPLES, max_runs=RECHECK_SAMPLES)
+    # The final check's rounds are its energy samples: one energy batch a round is enough.
+    recheck_runner = runner(fixed)
+    recheck_runner.energy_batches = 1
     measurer = _KernelMeasurer(
-        runner(options.run.sampling), runner(fixed), check=options.check, warnings=warnings
+        runner(options.run.sampling), recheck_runner, check=options.check, warnings=warnings
     )
     return measurer, options.compiler, backend.compute_capability()
 
@@ -887,14 +945,14 @@ class _Session:
         )
         self._report()
         rows = _rows(self.space, self.legal, [self.baseline_params])
-        return [Result(row, measurement.time, measurement.error) for row in rows]
+        return [_result(row, measurement, self.options.objective) for row in rows]
 
     def measure(self, indices: Sequence[int]) -> list[Result]:
         configs = self.space.to_dicts(self.legal[np.asarray(indices, dtype=np.int64)])
         measurements = self._measure_configs(configs)
+        objective = self.options.objective
         return [
-            Result(index, m.time if m.status == "ok" else None, m.error)
-            for index, m in zip(indices, measurements, strict=True)
+            _result(index, m, objective) for index, m in zip(indices, measurements, strict=True)
         ]
 
     def _measure_configs(self, configs: list[dict[str, Number]]) -> list[Measurement]:
@@ -1025,11 +1083,18 @@ class _Session:
             return ""
         return hashlib.sha256(f"{build.program}\0{run}".encode()).hexdigest()
 
+    def _stop_above(self) -> float | None:
+        """The time past which a configuration gets only the fewest runs: it is no contender
+        for time (`CLEARLY_SLOWER`). None for energy: a slower configuration may use less."""
+        best = self.progress.best_time
+        if best is None or self.options.objective != "time":
+            return None
+        return CLEARLY_SLOWER * best
+
     def _measure_one(self, build: BuildResult) -> Measurement:
         """Measure one build; a transient failure is tried once more (rebuilt if the compile
         was what failed) before it is given up for this run, unstored."""
-        best = self.progress.best_time
-        stop_above = None if best is None else CLEARLY_SLOWER * best
+        stop_above = self._stop_above()
         measurement = self._timed_measure(lambda: self.measurer.measure(build, stop_above))
         if measurement.transient:
             if build.transient:
@@ -1079,8 +1144,9 @@ class _Session:
                     f"a transient failure, not stored (measured again next run): {m.error}",
                 )
         elif m.status == "ok":
-            if p.best_time is None or m.time < p.best_time:  # type: ignore[operator]
-                p.best_time, p.best_params = m.time, dict(params)
+            value = objective_value(m, p.objective)
+            if value is not None and (p.best_value is None or value < p.best_value):
+                p.best_value, p.best_time, p.best_params = value, m.time, dict(params)
         else:
             self.invalid += 1
             p.compile_failures += m.status == "compile_error"
@@ -1114,8 +1180,13 @@ class _Session:
         baseline = self.known.get(baseline_key)
         programs = {_program_of(baseline)} if baseline is not None else set()
         contenders: list[dict[str, Number]] = []
-        ok = (m for k, m in self.known.items() if m.status == "ok" and k != baseline_key)
-        for m in sorted(ok, key=lambda m: m.time):  # type: ignore[arg-type, return-value]
+        objective = self.options.objective
+        ok = (
+            m
+            for k, m in self.known.items()
+            if objective_value(m, objective) is not None and k != baseline_key
+        )
+        for m in sorted(ok, key=lambda m: objective_value(m, objective)):  # type: ignore[arg-type, return-value]
             program = _program_of(m)
             if len(contenders) < self.options.recheck and program not in programs:
                 contenders.append(dict(m.params))  # one per program: the same one twice
@@ -1125,7 +1196,10 @@ class _Session:
 
         def sample(params: Mapping[str, Number]) -> float | str:
             m = self.measurer.sample(builds[config_key(params)])
-            return m.time if m.time is not None else f"{m.status}: {m.error}"
+            if m.status != "ok":
+                return f"{m.status}: {m.error}"
+            value = objective_value(m, objective)
+            return value if value is not None else f"no energy: {_energy_error(m)}"
 
         return recheck(
             self.baseline_params,
@@ -1151,6 +1225,7 @@ class _Session:
                 interrupted = True
         winner = verdict.winner if verdict is not None else p.best_params
         best = Outcome.of(winner, self.known.get(config_key(winner))) if winner else None
+        default = Outcome.of(self.default_params, self.known.get(config_key(self.default_params)))
         header = None
         if best is not None and not self.baseline_failed and options.write_header:
             header = tuned_header_path(self.problem.source, p.device, options.out_dir)
@@ -1163,7 +1238,8 @@ class _Session:
                 default_time=p.default_time,
                 best_time=best.time,
                 tool_version=__version__,
-                speedup=speedup_claim(verdict),
+                speedup=speedup_claim(verdict, options.objective),
+                note=_objective_note(options.objective, best, default),
                 environment=self.measurer.environment(best.params),
             )
             try:
@@ -1172,7 +1248,6 @@ class _Session:
                 self.progress.warnings += (f"the tuned header was not written: {error.message}",)
                 header = None
         drift = self._drift()
-        default = Outcome.of(self.default_params, self.known.get(config_key(self.default_params)))
         baseline = None
         if self.baseline_params != self.default_params:
             baseline = Outcome.of(self.baseline_params, self.baseline)
@@ -1204,6 +1279,7 @@ class _Session:
             wall_breakdown=self.stopwatch.breakdown(),
             devices=p.devices,
             devices_lost=self.devices_lost,
+            objective=options.objective,
         )
 
     def _drift(self) -> Drift | None:
@@ -1317,8 +1393,11 @@ class _Flight:
         self.keys = 0
         session.progress.devices = pool.rates()
 
-    def room(self) -> int:
-        return room(self.pool.devices(), self.pool.outstanding())
+    def room(self, batch: int) -> int:
+        return room(self.pool.devices(), self.pool.outstanding(), batch)
+
+    def devices(self) -> int:
+        return self.pool.devices()
 
     def start(self, rows: Sequence[int]) -> None:
         s = self.session
@@ -1353,6 +1432,14 @@ class _Flight:
         ready, self.ready = self.ready, []
         return ready
 
+    def drain(self) -> None:
+        """Wait for the drift checks still on a device once the search has all it asked for:
+        their times belong in the report."""
+        while self.pool.outstanding():
+            for work, measurement in self.pool.wait(None):
+                self._landed(work, measurement)
+        self.session.progress.devices = self.pool.rates()
+
     def abandon(self) -> None:
         """Release the claims of configurations that will not be recorded in this tune."""
         s = self.session
@@ -1366,7 +1453,7 @@ class _Flight:
         if known is None:
             return False
         self.session._count(params, known, reused=True)
-        self.ready.append(_result(row, known))
+        self.ready.append(_result(row, known, self.session.options.objective))
         return True
 
     def _poll_held(self) -> None:
@@ -1408,10 +1495,9 @@ class _Flight:
                 self.waiting[program].append((row, build))
                 return
             self.waiting[program] = []
-        best = s.progress.best_time
         key = self._key()
         self.work[key] = (row, build, program, tries)
-        self.pool.submit(Work(key, build, None if best is None else CLEARLY_SLOWER * best))
+        self.pool.submit(Work(key, build, s._stop_above()))
 
     def _landed(self, work: Work, measurement: Measurement) -> None:
         s = self.session
@@ -1445,7 +1531,7 @@ class _Flight:
 
     def _done(self, row: int, measurement: Measurement) -> None:
         self.claimed.pop(row, None)
-        self.ready.append(_result(row, measurement))
+        self.ready.append(_result(row, measurement, self.session.options.objective))
 
     def _check_drift(self) -> None:
         s = self.session
@@ -1465,8 +1551,19 @@ class _Flight:
         return self.keys
 
 
-def _result(row: int, measurement: Measurement) -> Result:
-    return Result(row, measurement.time if measurement.status == "ok" else None, measurement.error)
+def _result(row: int, measurement: Measurement, objective: str) -> Result:
+    """What the strategy is told of a measurement: its objective's value, or why it has none
+    (a failure; or, for energy, a run whose energy the meter could not vouch for)."""
+    value = objective_value(measurement, objective) if measurement.status == "ok" else None
+    if measurement.status == "ok" and value is None:
+        return Result(row, None, f"no energy: {_energy_error(measurement)}")
+    return Result(row, value, measurement.error)
+
+
+def _energy_error(measurement: Measurement) -> str:
+    said = measurement.compile_info.get("energy")
+    error = said.get("error") if isinstance(said, dict) else None
+    return error or "the runner measured none"
 
 
 def _shared(measured: Measurement, params: Mapping[str, Number]) -> Measurement:
@@ -1480,14 +1577,31 @@ def _program_of(measurement: Measurement) -> object:
     return measurement.compile_info.get("program") or config_key(measurement.params)
 
 
-def speedup_claim(verdict: Verdict | None) -> str:
-    """The header's speedup line: only what the final check measured."""
+def speedup_claim(verdict: Verdict | None, objective: str = "time") -> str:
+    """The header's speedup line: only what the final check measured (for energy or EDP,
+    how many times less of it the winner takes than the baseline)."""
     if verdict is None or verdict.speedup is None:
         return ""
     if verdict.kept_baseline:
         return "none significant in an interleaved re-check; the baseline is kept"
     low, high = verdict.interval  # type: ignore[misc]
+    what = {"time": "the baseline", "energy": "less energy", "edp": "lower energy x delay"}
     return (
-        f"{verdict.speedup:.2f}x the baseline (95% interval {low:.2f}-{high:.2f}, "
+        f"{verdict.speedup:.2f}x {what[objective]} (95% interval {low:.2f}-{high:.2f}, "
         f"interleaved re-check, {verdict.rounds} rounds)"
+    )
+
+
+def _objective_note(objective: str, best: Outcome, default: Outcome) -> str:
+    """The header's line on what was minimised, when not time: the energies per run."""
+    if objective == "time":
+        return ""
+
+    def joules(outcome: Outcome) -> str:
+        return f"{outcome.energy:.4g} J" if outcome.energy is not None else "not measured"
+
+    unit = OBJECTIVE_UNITS[objective]
+    return (
+        f"tuned for {objective} ({unit}); energy per run: {joules(best)}, "
+        f"default {joules(default)}"
     )

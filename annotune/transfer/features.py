@@ -474,8 +474,8 @@ def _read_rocm_smi(ordinal: int) -> DeviceFeatures | None:
     rocm-smi knows no CU count, bus width or cache size, so the table must know the GPU: None
     when it does not (`annotune.transfer.resolve` then falls back on the name). The top of
     the "Valid sclk range" (the overdrive range, absent where overdrive is off) lowers the
-    clock as nvidia-smi's does. Its memory clock is not used: for GDDR it counts in other units
-    than the table's (an 18 Gbps W7800 reports about 1124 MHz, not 9000).
+    clock as nvidia-smi's does. Its memory clock is not used: for GDDR6 it counts a sixteenth
+    of the data rate, not the table's half (an 18 Gbps board reports 1124 MHz, not 9000).
     """
     card = _rocm_smi_card(ordinal)
     if card is None:
@@ -524,7 +524,7 @@ def _rocm_smi_entry(card: Mapping[str, str]) -> tuple[str, DeviceFeatures] | Non
     The name comes from the driver's marketing names ("AMD Instinct MI250X") or from pci.ids
     ("Arcturus GL-XL [AMD Instinct MI100]"): the whole is looked up, then a bracketed name.
     A bracket listing several boards ("Navi 31 [Radeon RX 7900 XT/7900 XTX]") tells none of
-    them. Before ROCm 6.1 "Card model" could hold the board's name; since, a PCI device ID.
+    them. Older versions could put the board's name in "Card model"; newer ones a PCI ID.
     """
     for key in _ROCM_NAME_KEYS:
         name = card.get(key, "")

@@ -9,9 +9,21 @@ import pytest
 
 from annotune.core.records import Candidates, Result
 from annotune.search import Budget, Strategy, create
-from annotune.session.concurrent import MIN_BATCH, room, run_concurrent_search
+from annotune.session.concurrent import (
+    MARGIN,
+    MAX_BATCH_PER_DEVICE,
+    MIN_BATCH,
+    batch_for,
+    room,
+    run_concurrent_search,
+)
 
 CANDIDATES = Candidates(np.arange(100, dtype=np.float64).reshape(-1, 1), ("X",))
+
+
+def instant() -> float:
+    """A clock for a strategy that chooses in no time: one device's worth waits."""
+    return 0.0
 
 
 class Recorder(Strategy):
@@ -38,19 +50,24 @@ class Devices:
     """`devices` devices, each finishing one row per collect, in the order started."""
 
     def __init__(self, devices: int) -> None:
-        self.devices = devices
+        self.count = devices
         self.in_flight: list[int] = []
         self.most = 0
+        self.batches: list[int] = []
 
-    def room(self) -> int:
-        return room(self.devices, len(self.in_flight))
+    def room(self, batch: int) -> int:
+        self.batches.append(batch)
+        return room(self.count, len(self.in_flight), batch)
+
+    def devices(self) -> int:
+        return self.count
 
     def start(self, rows: Sequence[int]) -> None:
         self.in_flight += rows
         self.most = max(self.most, len(self.in_flight))
 
     def collect(self) -> list[Result]:
-        done, self.in_flight = self.in_flight[: self.devices], self.in_flight[self.devices :]
+        done, self.in_flight = self.in_flight[: self.count], self.in_flight[self.count :]
         return [Result(row, float(100 - row)) for row in done]
 
 
@@ -58,12 +75,120 @@ def test_room_keeps_every_device_busy_with_one_whole_batch_waiting():
     assert room(8, 0) == 16 and room(8, 8) == 8 and room(8, 9) == 0
     assert room(1, 0) == 1 + MIN_BATCH and room(1, 1) == MIN_BATCH and room(1, 2) == 0
     assert room(2, 7) == 0 and room(2, 2) == MIN_BATCH
+    assert room(8, 0, batch=24) == 32 and room(8, 24, batch=24) == 8 and room(8, 25, 24) == 0
+
+
+def test_the_waiting_batch_covers_what_the_devices_measure_while_the_strategy_chooses():
+    assert batch_for(8, rate=0.0, choose_seconds=0.0) == 8  # nothing known yet: one each
+    assert batch_for(2, rate=80.0, choose_seconds=0.0) == MIN_BATCH
+    assert batch_for(8, rate=80.0, choose_seconds=0.2) == round(MARGIN * 2 * 16)
+    assert batch_for(8, rate=1e6, choose_seconds=1.0) == MAX_BATCH_PER_DEVICE * 8
+
+
+class Timed:
+    """`count` devices in virtual time, each measuring its rows one after another, 0.1 s
+    each, while the strategy chooses too: `collect` moves the clock to the next finish."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.now = 0.0
+        self.ends = [0.0] * count
+        self.running: list[tuple[float, int]] = []  # finish, row
+        self.batches: list[int] = []
+        self.idle = 0.0  # device seconds with nothing to measure
+
+    def clock(self) -> float:
+        return self.now
+
+    def room(self, batch: int) -> int:
+        self.batches.append(batch)
+        return room(self.count, len(self.running), batch)
+
+    def devices(self) -> int:
+        return self.count
+
+    def start(self, rows: Sequence[int]) -> None:
+        for row in rows:
+            device = min(range(self.count), key=lambda d: self.ends[d])
+            self.idle += max(0.0, self.now - self.ends[device])
+            self.ends[device] = max(self.now, self.ends[device]) + 0.1
+            self.running.append((self.ends[device], row))
+
+    def collect(self) -> list[Result]:
+        self.now = max(self.now, min(end for end, _ in self.running))
+        done = [row for end, row in self.running if end <= self.now]
+        self.running = [(end, row) for end, row in self.running if end > self.now]
+        return [Result(row, float(1000 - row)) for row in done]
+
+
+def test_a_slow_strategy_gets_bigger_batches_topped_up_from_small_asks():
+    """A strategy whose first ask after a tell takes 0.3 s (a fit: three measurements' time)
+    and gives at most 3 rows, on 8 devices: what waits grows past one row a device, each
+    choice is filled from several asks, and the devices are rarely idle."""
+    devices = Timed(8)
+
+    class Slow(Recorder):
+        fitted = False
+
+        def ask(self, max_count: int) -> list[int]:
+            if not self.fitted:
+                devices.now += 0.3
+                self.fitted = True
+            return super().ask(min(max_count, 3))
+
+        def tell(self, results: Sequence[Result]) -> None:
+            self.fitted = False
+            super().tell(results)
+
+    strategy = Slow(size=1000)
+    outcome = run_concurrent_search(
+        strategy,
+        Candidates(np.arange(1000, dtype=np.float64).reshape(-1, 1), ("X",)),
+        devices,
+        budget=Budget(evaluations=600),
+        rng=np.random.default_rng(),
+        clock=devices.clock,
+    )
+    assert len(outcome.results) == 600
+    assert max(devices.batches) > 8 * 2  # grown: the devices measure 80 rows a second
+    asks = [kind for kind, _ in strategy.events]
+    assert "ask,ask,ask" in ",".join(asks)  # one choice from several asks, no tell between
+    busy = 600 * 0.1 / (8 * devices.now)
+    assert busy > 0.8, busy
+
+
+def test_iterml_asked_again_with_nothing_new_keeps_its_model(monkeypatch):
+    from annotune.search import models
+
+    fits = []
+    fit = models.Surrogate.fit
+
+    def counting(self, *args, **kwargs):
+        fits.append(1)
+        return fit(self, *args, **kwargs)
+
+    monkeypatch.setattr(models.Surrogate, "fit", counting)
+    strategy = create("iterml")
+    strategy.start(CANDIDATES, np.random.default_rng(0))
+    rows = strategy.ask(20)
+    strategy.tell([Result(r, float(100 - r)) for r in rows])
+    first = strategy.ask(5)
+    second = strategy.ask(5)
+    assert len(fits) == 1 and not set(first) & set(second)
+    strategy.tell([Result(r, float(100 - r)) for r in first + second])
+    strategy.ask(5)
+    assert len(fits) == 2
 
 
 def test_the_budget_counts_rows_in_flight_and_every_asked_row_is_told():
     strategy, devices = Recorder(), Devices(4)
     outcome = run_concurrent_search(
-        strategy, CANDIDATES, devices, budget=Budget(evaluations=37), rng=np.random.default_rng()
+        strategy,
+        CANDIDATES,
+        devices,
+        budget=Budget(evaluations=37),
+        rng=np.random.default_rng(),
+        clock=instant,
     )
     asked = sum(n for kind, n in strategy.events if kind == "ask")
     told = [row for kind, rows in strategy.events if kind == "tell" for row in rows]  # type: ignore[union-attr]
@@ -98,7 +223,12 @@ def test_what_landed_is_told_before_the_next_ask_in_one_batch():
     devices.collect = collecting  # type: ignore[method-assign]
     strategy = Checking()
     run_concurrent_search(
-        strategy, CANDIDATES, devices, budget=Budget(evaluations=30), rng=np.random.default_rng()
+        strategy,
+        CANDIDATES,
+        devices,
+        budget=Budget(evaluations=30),
+        rng=np.random.default_rng(),
+        clock=instant,
     )
     assert len(unknown_at_ask) > 3 and not any(unknown_at_ask)
     tells = [rows for kind, rows in strategy.events if kind == "tell"]

@@ -139,3 +139,77 @@ def test_an_unguarded_size_define_is_rewritten_per_size(tmp_path, monkeypatch):
     report = tune_sizes(source, _given(tmp_path), "N", (64, 256))
     assert [o.report.best.params["B"] for o in report.outcomes] == [8, 32]
     assert source.read_text().count("#define N 128") == 1  # the user's file is untouched
+
+
+DATASET_PROGRAM = r"""
+#include <math.h>
+#include <stdio.h>
+#if !defined(N) && !defined(M)
+#  ifdef SMALL
+#    define N 32
+#  else
+#    define N 1024
+#  endif
+#  define M 1024
+#endif
+#ifndef B
+#define B 16 // @tune values(8, 16, 32, 64)
+#endif
+int main(void) {
+  printf("took %.3f ms\n", fabs(B - N / 8.0) + 1.0 + M * 0.0);
+  return 0;
+}
+"""
+
+
+def test_a_size_defined_only_in_a_skipped_branch_is_given_as_a_flag(tmp_path, monkeypatch):
+    """PolyBench's layout: the sizes are defined together, only when none is given; with M
+    given on the compile command, no branch defining N is active, and N must reach the
+    compiler as -DN (a rewrite of the skipped `#define N 32` would change nothing)."""
+    monkeypatch.chdir(tmp_path)
+    source = tmp_path / "k.c"
+    source.write_text(DATASET_PROGRAM)
+    (tmp_path / "annotune.toml").write_text(
+        '[[file]]\npath = "k.c"\ncompile = "gcc -O1 -DM=7 {source} -o {output} -lm"\n'
+    )
+    report = tune_sizes(source, _given(tmp_path), "N", (64, 256))
+    assert [o.report.invalid for o in report.outcomes] == [0, 0]
+    assert [o.report.best.params["B"] for o in report.outcomes] == [8, 32]
+    table = read_size_table(report.header.read_text(), str(report.header))
+    assert table.default_reason.startswith("the largest tuned size")
+
+
+ENV_PROGRAM = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <math.h>
+#ifndef N
+#define N 128
+#endif
+int main(void) {
+  const char *threads = getenv("THREADS_USED");
+  const double t = threads ? atof(threads) : 1.0;
+  printf("took %.3f ms\n", fabs(t - N / 32.0) + 1.0);
+  return 0;
+}
+"""
+
+
+def test_an_environment_tuned_per_size_is_said_per_size(tmp_path, monkeypatch):
+    """A parameter that reaches the program only through its environment (OMP_NUM_THREADS
+    from THREADS) has no macro the program reads: the header must say each size's."""
+    monkeypatch.chdir(tmp_path)
+    source = tmp_path / "k.c"
+    source.write_text(ENV_PROGRAM)
+    (tmp_path / "annotune.toml").write_text(
+        '[[file]]\npath = "k.c"\n[file.params]\n'
+        'THREADS = { domain = "values(1, 2, 4, 8)", default = 1 }\n'
+        '[file.env]\nTHREADS_USED = "{THREADS}"\n'
+    )
+    report = tune_sizes(source, _given(tmp_path), "N", (32, 256))
+    assert [o.report.best.params["THREADS"] for o in report.outcomes] == [1, 8]
+    text = report.header.read_text()
+    assert "N = 32: " in text and "environment THREADS_USED=1" in text
+    assert "environment THREADS_USED=8" in text and " * environment:" not in text
+    table = read_size_table(text, "h")
+    assert [e.environment for e in table.entries] == ["THREADS_USED=1", "THREADS_USED=8"]
