@@ -674,6 +674,8 @@ def _print_report(report: TuneReport) -> None:
         f"({report.reused} reused{same}, {report.invalid} invalid)"
     )
     _print_failures(report.failures)
+    if report.objective != "time":
+        stdout.print(f"objective     {report.objective} (the least is best)", highlight=False)
     stdout.print(f"default       {_timed(report.default)}  {report.default.params}", markup=False)
     if report.baseline is not None:
         stdout.print(
@@ -684,9 +686,11 @@ def _print_report(report: TuneReport) -> None:
     verdict = report.recheck
     if verdict is not None and verdict.interval is not None and not verdict.kept_baseline:
         low, high = verdict.interval
+        what = {"time": "", "energy": " less energy", "edp": " lower energy x delay"}
         stdout.print(
-            f"speedup       {verdict.speedup:.2f}x (95% interval {low:.2f}-{high:.2f}; "
-            f"re-measured against the baseline, interleaved, {verdict.rounds} rounds)"
+            f"speedup       {verdict.speedup:.2f}x{what[report.objective]} (95% interval "
+            f"{low:.2f}-{high:.2f}; re-measured against the baseline, interleaved, "
+            f"{verdict.rounds} rounds)"
         )
     if report.header is not None:
         stdout.print(f"header        {report.header}", markup=False, highlight=False)
@@ -729,7 +733,13 @@ def _timed(outcome) -> str:
     if outcome.interval is not None:
         low, high = outcome.interval
         spread = f" [{low:.4g}, {high:.4g}]"
-    return f"{outcome.time:.4g} ms{spread} ({outcome.samples} runs)"
+    joules = ""
+    if outcome.energy is not None:
+        joules = f", {outcome.energy:.4g} J a run"
+        if outcome.energy_interval is not None:
+            low, high = outcome.energy_interval
+            joules += f" [{low:.4g}, {high:.4g}]"
+    return f"{outcome.time:.4g} ms{spread}{joules} ({outcome.samples} runs)"
 
 
 def _print_failures(failures: tuple[FailureKind, ...]) -> None:

@@ -765,7 +765,7 @@ class _ProgramMeasurer:
         self.reference: float | None = None
 
     def to_json(self) -> dict:
-        return {**self.runner.spec.to_json(), "check": self.check}
+        return {**self.runner.to_json(), "check": self.check}
 
     @property
     def run_dir(self) -> Path | None:
