@@ -1,0 +1,72 @@
+"""`annotune tune --ray` and `--replay` from the command line: README's example as written,
+and every bad option an error with exit 2 before a cluster starts."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parents[2]
+REPLAY = ROOT.parent / "shared" / "data" / "replay"
+CONVOLUTION = "examples/cuda/convolution/convolution.cu"
+
+pytest.importorskip("ray")
+
+
+def readme_ray_command() -> list[str]:
+    (line,) = [
+        line
+        for line in (ROOT / "README.md").read_text().splitlines()
+        if line.startswith("annotune tune ") and "--ray" in line
+    ]
+    return shlex.split(line)[1:]
+
+
+@pytest.mark.skipif(not REPLAY.is_dir(), reason="shared replay data not present")
+def test_the_readme_ray_example_runs_as_written(cli, monkeypatch, tmp_path):
+    command = readme_ray_command()
+    out_dir = Path(command[command.index("--out-dir") + 1])
+    monkeypatch.chdir(ROOT)
+    # The database goes to a scratch directory, the rest is README's line.
+    done = cli(*command, "--db", tmp_path / "results.db", "--json")
+    assert done.exit_code == 0, done.stderr
+    (report,) = json.loads(done.stdout)["tunes"]
+    assert report["device"] == "NVIDIA A100-PCIE-40GB" and report["evaluations"] == 60
+    assert len(report["devices"]) == 4 and all(d["measured"] > 0 for d in report["devices"])
+    assert sum(d["measured"] for d in report["devices"]) >= 59  # the baseline's on one
+    assert Path(report["header"]).is_relative_to(out_dir)
+    assert Path(report["header"]).read_text().count("#define block_size_x") == 1
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--devices", "0", "--ray"], "must be a count from 1 or 'all'"),
+        (["--devices", "two", "--ray"], "must be a count from 1 or 'all'"),
+        (["--ray-address", "auto"], "--ray-address needs --ray"),
+        (["--devices", "2"], "--devices needs --ray"),
+        (["--replay-delay", "-1", "--replay", "x.json"], "must be seconds from 0"),
+        (["--replay", "a.json", "--replay", "b.json"], "add --ray"),
+        (["--ray", "--compile-only"], "--compile-only compiles here"),
+        (["--replay", "missing.json"], "missing.json"),
+        (["--objective", "energy", "--replay", "x.json"], "a recording holds times only"),
+    ],
+)
+def test_bad_ray_and_replay_options_exit_2_before_anything_runs(cli, tmp_path, args, message):
+    source = ROOT / CONVOLUTION
+    done = cli("tune", source, *args, "--db", tmp_path / "r.db", "--out-dir", tmp_path)
+    assert done.exit_code == 2, (done.stdout, done.stderr)
+    assert message in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "r.db").exists()
+
+
+def test_a_recording_of_another_space_is_refused(cli, tmp_path):
+    (tmp_path / "other.json").write_text(
+        json.dumps({"tune_params_keys": ["Q"], "cache": {"1": {"Q": 1, "time": 1.0}}})
+    )
+    source = ROOT / CONVOLUTION
+    done = cli("tune", source, "--replay", tmp_path / "other.json", "--db", tmp_path / "r.db")
+    assert done.exit_code == 2 and "are not the source's" in done.stderr
