@@ -581,15 +581,24 @@ class _ProgressDisplay:
 
     def update(self, p: TuneProgress) -> None:
         shown = self.shown.get(p.device)
+        learned = f", learning from {', '.join(p.transfer_from)}" if p.transfer_from else ""
+        on = f"{len(p.devices)} x {p.device}" if len(p.devices) > 1 else p.device
+        description = f"tuning on {on} ({p.strategy}{learned})"
         if shown is None:
-            learned = f", learning from {', '.join(p.transfer_from)}" if p.transfer_from else ""
-            on = f"{len(p.devices)} x {p.device}" if len(p.devices) > 1 else p.device
-            description = f"tuning on {on} ({p.strategy}{learned})"
             shown = self.shown[p.device] = _Shown(
-                self.progress.add_task(description, total=p.budget, status="")
+                self.progress.add_task(description, total=p.budget, status=""),
+                learned_from=p.transfer_from,
             )
             if not self.enabled and (p.transfer_from or p.devices):  # CI logs: say where
                 stderr.print(description, highlight=False)
+        elif p.transfer_from != shown.learned_from:  # other kinds' results, mid-tune
+            shown.learned_from = p.transfer_from
+            self.progress.update(shown.task, description=description)
+            if not self.enabled:
+                stderr.print(
+                    f"{p.device}: now learning from {', '.join(p.transfer_from)}",
+                    highlight=False,
+                )
         prefix = f"{p.device}: " if len(self.shown) > 1 else ""
         for warning in p.warnings[shown.warned :]:
             stderr.print(f"annotune: warning: {prefix}{warning}", highlight=False)
@@ -628,6 +637,7 @@ class _Shown:
     """What the display has shown of one device's tune."""
 
     task: TaskID
+    learned_from: tuple[str, ...] = ()
     best: float | None = None
     warned: int = 0
     failures: int = 0

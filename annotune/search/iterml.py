@@ -180,6 +180,22 @@ class IterML(Strategy):
         self.settings = settings
         self.extra_features = extra_features
 
+    def set_extra_features(self, extra_features: np.ndarray | None) -> None:
+        """Replace the extra model inputs (`extra_features`), also mid-search: the `transfer`
+        strategy's prediction once other GPUs tuned at the same time have results. The next
+        batch is chosen by a model fitted with them."""
+        self.extra_features = extra_features
+        n = len(self._encoded)
+        self._features = self._encoded
+        if extra_features is not None and n:
+            extra = np.asarray(extra_features, dtype=np.float32).reshape(n, -1)
+            self._features = np.hstack([self._encoded, extra])
+        self._fitted_on = -1
+
+    def unasked(self) -> np.ndarray:
+        """The rows not asked yet (nor pruned), as a mask."""
+        return self._alive.copy()
+
     # -- Strategy interface ---------------------------------------------------------------
 
     def start(self, candidates: Candidates, rng: np.random.Generator) -> None:
@@ -188,12 +204,11 @@ class IterML(Strategy):
         self._rng = rng
         self._values = candidates.values
         # float32: what scikit-learn's trees compute in; converting once saves a copy per call.
-        self._features = (
+        self._encoded = (
             encode_features(candidates.values).astype(np.float32) if n else (candidates.values)
         )
-        if self.extra_features is not None and n:
-            extra = np.asarray(self.extra_features, dtype=np.float32).reshape(n, -1)
-            self._features = np.hstack([self._features, extra])
+        self._fitted_on = -1  # how many results the surrogate was last fitted on
+        self.set_extra_features(self.extra_features)
         self._alive = np.ones(n, dtype=bool)  # unmeasured and (paper mode) not pruned
         self._told: list[int] = []
         self._times: list[float] = []  # parallel to _told: time, or nan when invalid
@@ -203,7 +218,6 @@ class IterML(Strategy):
         self._best = math.inf
         self._expanded: dict[int, set[int]] = {}  # centre row -> parameters moved along
         self._surrogate = Surrogate(settings.model, n_jobs=settings.n_jobs)
-        self._fitted_on = -1  # how many results the surrogate was last fitted on
         self._pick = max(1, round(settings.pick * n)) if settings.pick < 1 else int(settings.pick)
         self._initial = settings.initial if settings.initial is not None else self._pick
         self._batches_after_climb_start = 0

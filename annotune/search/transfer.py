@@ -80,21 +80,15 @@ class Transfer(Strategy):
     def start(self, candidates: Candidates, rng: np.random.Generator) -> None:
         self._lead: list[int] = []
         self._asked: set[int] = set()
+        self._candidates = candidates
+        self._rng = rng
         self.sources_: tuple[str, ...] = ()
         sources = sources_for(self.prior, candidates) if len(candidates) else []
         if not sources:
             self._inner = IterML(IterMLSettings(**self.iterml_options))
             self._inner.start(candidates, rng)
             return
-        scores = score_space(
-            encode_space(candidates),
-            sources,
-            range(self.task_features.size),
-            self.task_features,
-            rng,
-            model=self.transfer_model,
-            target=self.transfer_target,
-        )
+        scores = self._scores(sources)
         ranked = np.lexsort((rng.random(scores.size), -scores))
         self._lead = [int(i) for i in ranked[: self.lead]]
         self.sources_ = tuple(s.name for s in sources)
@@ -110,6 +104,42 @@ class Transfer(Strategy):
         extra = scores[:, None] if self.prior_feature else None
         self._inner = IterML(IterMLSettings(**options), extra_features=extra)
         self._inner.start(candidates, rng)
+
+    def learn(
+        self, prior: Sequence[TaskData], task_features: Sequence[float], lead: int = 5
+    ) -> bool:
+        """Take other GPUs' measurements that arrived during the search (GPUs of other kinds
+        tuned at the same time): the space is ranked again with them, the ranking becomes
+        IterML's extra input (replacing the old one) and the `lead` best-ranked rows not yet
+        asked are measured next. The settings IterML started with are kept. False when none of
+        `prior` shares a configuration with the space (nothing changes)."""
+        check_task_features(prior, task_features)
+        sources = sources_for(prior, self._candidates) if len(self._candidates) else []
+        if not sources:
+            return False
+        self.prior = tuple(prior)
+        self.task_features = np.asarray(task_features, dtype=np.float64)
+        scores = self._scores(sources)
+        self.sources_ = tuple(s.name for s in sources)
+        if self.prior_feature:
+            self._inner.set_extra_features(scores[:, None])
+        unasked = self._inner.unasked()
+        unasked[list(self._asked)] = False
+        ranked = np.lexsort((self._rng.random(scores.size), -scores))
+        self._lead = [int(i) for i in ranked[unasked[ranked]][:lead]]
+        return True
+
+    def _scores(self, sources: Sequence[TaskData]) -> np.ndarray:
+        """The transferred prediction for every candidate, higher is better."""
+        return score_space(
+            encode_space(self._candidates),
+            sources,
+            range(self.task_features.size),
+            self.task_features,
+            self._rng,
+            model=self.transfer_model,
+            target=self.transfer_target,
+        )
 
     def ask(self, max_count: int) -> list[int]:
         if max_count <= 0:

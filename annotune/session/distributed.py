@@ -10,9 +10,10 @@
 * Devices of the same kind (the GPU's name; one recording) share one study and one header:
   `tuner.tune_on` searches for the kind and measures each batch on all its devices at once
   through a `RayPool` (`annotune.session.concurrent`). Several kinds are tuned at the same
-  time, one thread each, each with its own study, header and report. They do not yet learn
-  from each other as results arrive: each kind's search starts from what the database held
-  when it began.
+  time, one thread each, each with its own study, header and report, and each learns from
+  the others as their results arrive: its search is the `transfer` strategy, which ranks the
+  space again with the other kinds' measurements once they hold enough
+  (`tuner._LiveTransfer`).
 * Compiles stay on the driver, in the tune's own Builder pool (NVRTC workers, nvcc, the
   compile cache with its dependency tracking and checks): moving them into Ray tasks would
   ship every source and header out and every executable back, for no gain on the single node
@@ -426,7 +427,7 @@ def _grouped(
     return kinds
 
 
-def _devices(kind: _Kind, stop: threading.Event | None) -> Devices:
+def _devices(kind: _Kind, stop: threading.Event | None, learn_live: bool = False) -> Devices:
     return Devices(
         kind.name,
         _ActorMeasurer(kind.pool, kind.info, kind.warnings),
@@ -435,6 +436,7 @@ def _devices(kind: _Kind, stop: threading.Event | None) -> Devices:
         pool=kind.pool,
         replay=kind.table,
         stop=stop,
+        learn_live=learn_live,
     )
 
 
@@ -463,7 +465,7 @@ def _tune_kinds(
 
     with ThreadPoolExecutor(len(kinds)) as threads:
         futures = [
-            threads.submit(tune_on, problem, options, _devices(kind, stop), report)
+            threads.submit(tune_on, problem, options, _devices(kind, stop, True), report)
             for kind in kinds
         ]
         try:

@@ -434,6 +434,7 @@ class Devices:
     pool: DevicePool | None = None
     replay: ReplayTable | None = None
     stop: Event | None = None
+    learn_live: bool = False  # other kinds tune at the same time: learn from them as they go
 
 
 def tune(
@@ -534,12 +535,34 @@ def tune_on(
                 rng=np.random.default_rng([options.seed, 1]),
                 gpus=gpus,
             )
+        live = (
+            devices is not None
+            and devices.learn_live
+            and options.transfer
+            and options.strategy in TRANSFER_STRATEGIES
+        )
         strategy = (
-            create("transfer", **prior.options()) if prior.tasks else create(options.strategy)
+            create("transfer", **prior.options())
+            if prior.tasks or live
+            else create(options.strategy)
         )
         session = _Session(
             problem, space, legal, db, study, builder, measurer, baseline, options, on_progress
         )
+        if live:
+            session.live = _LiveTransfer(
+                strategy,
+                prior,
+                lambda: gather_prior(
+                    candidates,
+                    key,
+                    target,
+                    db=db,
+                    files=options.transfer_from,
+                    rng=np.random.default_rng([options.seed, 1]),
+                    gpus=gpus,
+                ),
+            )
         session.stopwatch = stopwatch
         compiler_warnings = (builder.nvrtc_unavailable,) if builder.nvrtc_unavailable else ()
         session.progress = TuneProgress(
@@ -561,7 +584,7 @@ def tune_on(
         try:
             known = session.measure_baseline()
             if session.baseline_failed:
-                return session.finish(interrupted, db_path, prior)
+                return session.finish(interrupted, db_path, session.prior(prior))
             known += session.measure([*_rows(space, legal, [m.params for m in retry])])
             left = None if options.budget is None else options.budget - session.progress.evaluations
             budget = Budget(max(0, left) if left is not None else None, options.seconds)
@@ -589,7 +612,7 @@ def tune_on(
         finally:
             if flight is not None:
                 flight.abandon()
-        return session.finish(interrupted, db_path, prior)
+        return session.finish(interrupted, db_path, session.prior(prior))
 
 
 def _unrecorded(devices: Devices | None, space: Space, legal: np.ndarray) -> tuple[str, ...]:
@@ -834,6 +857,46 @@ class _KernelMeasurer:
         self.reference = self._last
 
 
+LIVE_MIN_MEASURED = 20
+"""Other GPUs' measurements before a search learns from them mid-tune."""
+
+LIVE_GROWTH = 1.5
+"""How much their measurements must have grown before the space is ranked again."""
+
+LIVE_EVERY = 10
+"""This tune's own measurements between two looks at the other GPUs' studies."""
+
+
+class _LiveTransfer:
+    """Learning from GPUs of other kinds tuned at the same time (`tune --ray` with several
+    kinds): after each told batch, their studies are read again (`gather`); once they hold
+    `LIVE_MIN_MEASURED` measurements, and again each time they have grown by `LIVE_GROWTH`,
+    the `transfer` strategy ranks the space anew with them (`Transfer.learn`). The device
+    features chosen by CV-DFS at each refresh are those of the GPUs measured so far."""
+
+    def __init__(self, strategy: Strategy, prior: Prior, gather: Callable[[], Prior]):
+        self.strategy = strategy
+        self.prior = prior
+        self.gather = gather
+        self.learned_from = sum(task.times.size for task in prior.tasks)
+        self.looked_at = 0
+
+    def learn(self, evaluations: int) -> bool:
+        """Take the other GPUs' new measurements when there are enough, looking every
+        `LIVE_EVERY` of this tune's `evaluations`; True when taken."""
+        if evaluations - self.looked_at < LIVE_EVERY:
+            return False
+        self.looked_at = evaluations
+        prior = self.gather()
+        measured = sum(task.times.size for task in prior.tasks)
+        if measured < max(LIVE_MIN_MEASURED, LIVE_GROWTH * self.learned_from):
+            return False
+        if not self.strategy.learn(prior.tasks, prior.target_features):  # type: ignore[attr-defined]
+            return False
+        self.prior, self.learned_from = prior, measured
+        return True
+
+
 class _KnownFirst(Strategy):
     """A strategy told of results measured before the search (the default configuration).
 
@@ -915,6 +978,7 @@ class _Session:
         self.by_others = 0  # configurations another tune of this study measured meanwhile
         self.fallbacks: list[str] = []  # why NVRTC did not compile each variant nvcc compiled
         self.devices_lost = ""  # why the search stopped early: every device was lost
+        self.live: _LiveTransfer | None = None  # learning from other kinds as they measure
         self.stopwatch = _Stopwatch()
         self.progress: TuneProgress
 
@@ -1165,12 +1229,18 @@ class _Session:
         same way: then the program or its environment is broken (no GPU, a missing input), not
         the configurations, and more measurements would only repeat the failure."""
         self.progress.iteration = int(strategy.progress().get("iteration", 0))
+        if self.live is not None and self.live.learn(self.progress.evaluations):
+            self.progress.transfer_from = self.live.prior.sources
         self._report()
         kinds = list(self.failures.values())
         self.gave_up = (
             self.progress.best_time is None and len(kinds) == 1 and kinds[0].count >= GIVE_UP_AFTER
         )
         return self.gave_up
+
+    def prior(self, started_with: Prior) -> Prior:
+        """What the search learned from other GPUs: the last prior it took."""
+        return self.live.prior if self.live is not None else started_with
 
     def _recheck(self) -> Verdict:
         """The final check of the best `recheck` configurations against the baseline."""
@@ -1602,6 +1672,5 @@ def _objective_note(objective: str, best: Outcome, default: Outcome) -> str:
 
     unit = OBJECTIVE_UNITS[objective]
     return (
-        f"tuned for {objective} ({unit}); energy per run: {joules(best)}, "
-        f"default {joules(default)}"
+        f"tuned for {objective} ({unit}); energy per run: {joules(best)}, default {joules(default)}"
     )

@@ -160,6 +160,22 @@ def test_two_recordings_are_two_kinds_each_with_its_study_and_header(project):
         )
 
 
+def test_kinds_tuned_at_once_learn_from_each_other_as_results_arrive(project):
+    """Named GPUs the table knows, so that their device features can be compared: each
+    tune's report says it learned from the other, whose study was empty when it began."""
+    first = write_recording(project / "a100.json", "NVIDIA A100-PCIE-40GB")
+    second = write_recording(project / "a4000.json", "NVIDIA RTX A4000", shift=1)
+    reports = tune_devices(
+        read_problem(project / "xy.c"),
+        options(project, budget=48, devices=2, replay=(first, second), recheck=0),
+    )
+    assert [r.evaluations for r in reports] == [48, 48]
+    learned = [r.to_json()["transfer"] for r in reports]
+    assert learned[0] is not None and learned[0]["sources"] == ["NVIDIA RTX A4000"]
+    assert learned[1] is not None and learned[1]["sources"] == ["NVIDIA A100-PCIE-40GB"]
+    assert [r.best.params for r in reports] == [{"X": 5, "Y": 3}, {"X": 6, "Y": 3}]
+
+
 @pytest.mark.gpu
 def test_the_one_real_gpu_tunes_through_ray(tmp_path, data_dir):
     name = gpu_name()
