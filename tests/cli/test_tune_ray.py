@@ -70,3 +70,31 @@ def test_a_recording_of_another_space_is_refused(cli, tmp_path):
     source = ROOT / CONVOLUTION
     done = cli("tune", source, "--replay", tmp_path / "other.json", "--db", tmp_path / "r.db")
     assert done.exit_code == 2 and "are not the source's" in done.stderr
+
+
+@pytest.mark.skipif(not REPLAY.is_dir(), reason="shared replay data not present")
+def test_tune_learns_for_a_gpu_known_nowhere_described_by_gpus(cli, tmp_path):
+    """A GPU no table knows still learns from other GPUs (with a warning naming its stand-in),
+    and one described by --gpus does so without a warning, its features the user's."""
+    from annotune.transfer.features import lookup
+
+    base = [
+        "tune", ROOT / CONVOLUTION, "--replay", REPLAY / "convolution_A4000.json.gz",
+        "--replay-delay", "0", "--budget", "12", "--recheck", "0",
+        "--transfer-from", REPLAY / "convolution_A100.json.gz", "--out-dir", tmp_path, "--json",
+    ]  # fmt: skip
+    unknown = cli(*base, "--device", "NVIDIA RTX A5500", "--db", tmp_path / "a.db")
+    assert unknown.exit_code == 0, unknown.stderr
+    report = json.loads(unknown.stdout)
+    assert report["transfer"]["sources"] == ["NVIDIA A100-PCIE-40GB"]
+    assert any("no device features known for 'NVIDIA RTX A5500'" in w for w in report["warnings"])
+    values = "\n".join(f"{n} = {v:g}" for n, v in lookup("A4000").values.items())
+    gpus = tmp_path / "gpus.toml"
+    gpus.write_text(f'[[gpu]]\nname = "Imaginary GPU 9000"\narchitecture = "Y"\n{values}\n')
+    described = cli(
+        *base, "--device", "Imaginary GPU 9000", "--gpus", gpus, "--db", tmp_path / "b.db"
+    )
+    assert described.exit_code == 0, described.stderr
+    report = json.loads(described.stdout)
+    assert report["transfer"]["sources"] == ["NVIDIA A100-PCIE-40GB"]
+    assert not any("Imaginary GPU 9000" in w for w in report["warnings"])
