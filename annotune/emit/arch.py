@@ -20,7 +20,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cache
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING
@@ -28,12 +27,11 @@ from typing import TYPE_CHECKING
 from annotune import __version__
 from annotune.core.diagnostics import AnnotuneError, Location
 from annotune.core.inputs import InputKind, read_text
-from annotune.emit import PREDICTED, _c_value, _comment_safe, _Define, _define, slugify
+from annotune.emit import PREDICTED, _c_value, _Define, _define, _template, slugify
 from annotune.emit.sizes import MARKER as SIZES_MARKER
 from annotune.space.expressions import ExpressionError, parse_constant
 
 if TYPE_CHECKING:
-    import jinja2
 
     from annotune.annotate.problem import Problem
     from annotune.core.records import Number
@@ -333,18 +331,22 @@ def render_arch_header(
     if host is not None:
         host_set = _set(problem, fields, host, f"{host.device} (--host-device)", warnings)
     stem = _identifier(problem.source.stem)
-    text = _template().render(
-        source=problem.source.name,
-        tool_version=tool_version,
-        guard=f"ANNOTUNE_ARCH_{stem.upper()}_H",
-        prefix=f"annotune_{stem.lower()}",
-        set_prefix=f"ANNOTUNE_{stem.upper()}_SET_",
-        fields=fields,
-        branches=branches,
-        defaults=defaults,
-        host=host_set,
-        rule=RULE,
-        example=_example(fields),
+    text = (
+        _template()
+        .environment.get_template(TEMPLATE)
+        .render(
+            source=problem.source.name,
+            tool_version=tool_version,
+            guard=f"ANNOTUNE_ARCH_{stem.upper()}_H",
+            prefix=f"annotune_{stem.lower()}",
+            set_prefix=f"ANNOTUNE_{stem.upper()}_SET_",
+            fields=fields,
+            branches=branches,
+            defaults=defaults,
+            host=host_set,
+            rule=RULE,
+            example=_example(fields),
+        )
     )
     return ArchHeader(text, choices, host, tuple(dict.fromkeys(warnings)))
 
@@ -428,19 +430,3 @@ def _example(fields: Sequence[_Field]) -> str:
     """`p.block_x, p.block_y` from the first two fields, for the comment's usage line."""
     names = [f"p.{f.field}" for f in fields[:2]]
     return ", ".join(names) or "..."
-
-
-@cache
-def _template() -> jinja2.Template:
-    import jinja2
-
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("annotune.emit", "templates"),
-        undefined=jinja2.StrictUndefined,
-        autoescape=False,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-    )
-    env.filters["comment"] = _comment_safe
-    return env.get_template(TEMPLATE)

@@ -524,9 +524,10 @@ def tune_on(
             key, fresh=options.fresh, device_features=target.to_json() if target else None
         )
         retry = db.forget_failures(study) if options.retry_failed else []
-        prior = Prior()
-        if options.transfer and options.strategy in TRANSFER_STRATEGIES:
-            prior = gather_prior(
+
+        def gather() -> Prior:
+            """Other GPUs' results as they are now (again while other kinds tune)."""
+            return gather_prior(
                 candidates,
                 key,
                 target,
@@ -535,6 +536,10 @@ def tune_on(
                 rng=np.random.default_rng([options.seed, 1]),
                 gpus=gpus,
             )
+
+        prior = Prior()
+        if options.transfer and options.strategy in TRANSFER_STRATEGIES:
+            prior = gather()
         live = (
             devices is not None
             and devices.learn_live
@@ -550,19 +555,7 @@ def tune_on(
             problem, space, legal, db, study, builder, measurer, baseline, options, on_progress
         )
         if live:
-            session.live = _LiveTransfer(
-                strategy,
-                prior,
-                lambda: gather_prior(
-                    candidates,
-                    key,
-                    target,
-                    db=db,
-                    files=options.transfer_from,
-                    rng=np.random.default_rng([options.seed, 1]),
-                    gpus=gpus,
-                ),
-            )
+            session.live = _LiveTransfer(strategy, prior, gather)
         session.stopwatch = stopwatch
         compiler_warnings = (builder.nvrtc_unavailable,) if builder.nvrtc_unavailable else ()
         session.progress = TuneProgress(

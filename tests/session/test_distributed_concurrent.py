@@ -9,6 +9,7 @@ import pytest
 
 from annotune.core.records import Candidates, Result
 from annotune.search import Budget, Strategy, create
+from annotune.session import concurrent
 from annotune.session.concurrent import (
     MARGIN,
     MAX_BATCH_PER_DEVICE,
@@ -81,7 +82,7 @@ def test_room_keeps_every_device_busy_with_one_whole_batch_waiting():
 def test_the_waiting_batch_covers_what_the_devices_measure_while_the_strategy_chooses():
     assert batch_for(8, rate=0.0, choose_seconds=0.0) == 8  # nothing known yet: one each
     assert batch_for(2, rate=80.0, choose_seconds=0.0) == MIN_BATCH
-    assert batch_for(8, rate=80.0, choose_seconds=0.2) == round(MARGIN * 2 * 16)
+    assert batch_for(8, rate=80.0, choose_seconds=0.06) == round(MARGIN * 2 * 80 * 0.06)
     assert batch_for(8, rate=1e6, choose_seconds=1.0) == MAX_BATCH_PER_DEVICE * 8
 
 
@@ -121,10 +122,9 @@ class Timed:
         return [Result(row, float(1000 - row)) for row in done]
 
 
-def test_a_slow_strategy_gets_bigger_batches_topped_up_from_small_asks():
-    """A strategy whose first ask after a tell takes 0.3 s (a fit: three measurements' time)
-    and gives at most 3 rows, on 8 devices: what waits grows past one row a device, each
-    choice is filled from several asks, and the devices are rarely idle."""
+def _slow_search(fit_seconds: float) -> tuple[Timed, Recorder]:
+    """600 rows on 8 timed devices for a strategy whose first ask after a tell takes
+    `fit_seconds` and gives at most 3 rows (a batch is topped up from several asks)."""
     devices = Timed(8)
 
     class Slow(Recorder):
@@ -132,7 +132,7 @@ def test_a_slow_strategy_gets_bigger_batches_topped_up_from_small_asks():
 
         def ask(self, max_count: int) -> list[int]:
             if not self.fitted:
-                devices.now += 0.3
+                devices.now += fit_seconds
                 self.fitted = True
             return super().ask(min(max_count, 3))
 
@@ -150,11 +150,22 @@ def test_a_slow_strategy_gets_bigger_batches_topped_up_from_small_asks():
         clock=devices.clock,
     )
     assert len(outcome.results) == 600
-    assert max(devices.batches) > 8 * 2  # grown: the devices measure 80 rows a second
+    return devices, strategy
+
+
+def test_a_slow_strategy_gets_more_rows_waiting_topped_up_from_small_asks(monkeypatch):
+    """A fit as long as 1.2 measurements on 8 devices: what waits grows past one row a
+    device, each choice is filled from several asks, and the devices are busier than with
+    one device's worth waiting."""
+    devices, strategy = _slow_search(0.12)
+    assert max(devices.batches) > 8
     asks = [kind for kind, _ in strategy.events]
     assert "ask,ask,ask" in ",".join(asks)  # one choice from several asks, no tell between
-    busy = 600 * 0.1 / (8 * devices.now)
-    assert busy > 0.8, busy
+    grown = 600 * 0.1 / (8 * devices.now)
+    monkeypatch.setattr(concurrent, "MAX_BATCH_PER_DEVICE", 1)
+    fixed, _ = _slow_search(0.12)
+    assert max(fixed.batches) == 8
+    assert grown > 0.8 and grown > 600 * 0.1 / (8 * fixed.now) + 0.1
 
 
 def test_iterml_asked_again_with_nothing_new_keeps_its_model(monkeypatch):
