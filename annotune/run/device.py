@@ -47,6 +47,10 @@ def gpu_name() -> str | None:
     return names[0] if names else None
 
 
+CPU_PREFIX = "cpu-"
+"""What begins the name of a host processor tuned for (`cpu_name`), never a GPU's."""
+
+
 def cpu_name(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
     """`cpu-<model>`, e.g. "cpu-Intel(R) Xeon(R) Gold 6230 CPU @ 2.10GHz"."""
     model = ""
@@ -59,4 +63,4 @@ def cpu_name(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
     except OSError:
         pass
     model = model or platform.processor() or platform.machine() or "unknown"
-    return f"cpu-{' '.join(model.split())}"
+    return f"{CPU_PREFIX}{' '.join(model.split())}"

@@ -386,6 +386,13 @@ def resolve(name: str, table: GpuTable | None = None, *, live: bool = True) -> R
     """The device features of the GPU called `name`, never failing (see the module
     docstring for the order). `live`: read the device when `name` is this machine's GPU."""
     table = table or GpuTable()
+    if name.startswith(devices.CPU_PREFIX) and table.find(name) is None:
+        # "cpu-AMD EPYC" names a host processor: no GPU of its vendor may stand in for it.
+        warning = (
+            f"'{name}' is a host processor, not a GPU: transfer uses no device features for "
+            "it (describe it with --gpus FILE or a [[gpu]] entry to give it some)"
+        )
+        return Resolved(name, "host", {}, "name", None, FEATURE_NAMES, (warning,))
     if live and known._key(name) and name.strip() == devices.gpu_name():
         reading = known.read_from_device(0)
         if reading is not None and known._key(reading.name) == known._key(name):

@@ -209,3 +209,11 @@ def test_build_uses_the_header_of_the_nearest_gpu_of_the_same_architecture(tmp_p
     assert stand_in_header(source, "NVIDIA H100 PCIe", None) is None  # no Hopper header
     assert stand_in_header(source, "Imaginary GPU 9000", None) is None
     assert stand_in_header(source, "AMD Radeon RX 6800", None).device == "AMD Radeon PRO W6600"
+
+
+def test_a_host_processor_is_no_gpu_of_its_vendor():
+    """A host tune's device ("cpu-AMD EPYC 7763") must not borrow an AMD GPU's features."""
+    resolved = resolve("cpu-AMD EPYC 7763 64-Core Processor")
+    assert resolved.source == "name" and resolved.stand_in is None
+    assert dict(resolved.values) == {} and resolved.features() is None
+    assert "is a host processor, not a GPU" in resolved.warnings[0]
