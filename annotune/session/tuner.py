@@ -972,6 +972,7 @@ class _Session:
         self.fallbacks: list[str] = []  # why NVRTC did not compile each variant nvcc compiled
         self.devices_lost = ""  # why the search stopped early: every device was lost
         self.live: _LiveTransfer | None = None  # learning from other kinds as they measure
+        self.unmetered = 0  # configurations that ran with no energy, tuning for energy
         self.stopwatch = _Stopwatch()
         self.progress: TuneProgress
 
@@ -1204,6 +1205,12 @@ class _Session:
             value = objective_value(m, p.objective)
             if value is not None and (p.best_value is None or value < p.best_value):
                 p.best_value, p.best_time, p.best_params = value, m.time, dict(params)
+            elif value is None and not self.unmetered:
+                p.warnings += (
+                    f"{params} ran but has no energy ({_energy_error(m)}): the search takes "
+                    "it as failed; so will any other such configuration",
+                )
+            self.unmetered += value is None
         else:
             self.invalid += 1
             p.compile_failures += m.status == "compile_error"

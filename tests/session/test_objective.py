@@ -125,3 +125,16 @@ def test_the_cli_reports_the_energies_and_the_ratio(cli, project):
     assert done.exit_code == 0, done.stderr
     assert "objective     energy" in done.stdout
     assert "0.001 J a run" in done.stdout and "x less energy" in done.stdout
+
+
+def test_a_run_too_short_for_its_meter_is_said_and_never_0_joules(project, monkeypatch):
+    """A run shorter than RAPL's window has no energy: the tune says so once and keeps
+    going; no energy of 0 J is stored or claimed."""
+    original = energy.rapl_meter
+    monkeypatch.setattr(
+        energy, "rapl_meter", lambda root, **kw: original(root, min_window=5.0, **kw)
+    )
+    report = _tune(project, "energy")
+    said = [w for w in report.warnings if "has no energy" in w]
+    assert len(said) == 1 and "the search takes it as failed" in said[0]
+    assert report.best is None or report.best.energy is None
