@@ -19,10 +19,11 @@ a device at least, else what the devices measure in two choices of the strategy,
 quarter more. It chooses again as soon as one device's worth of rows (at least `MIN_BATCH`)
 has landed, so the strategy works while the devices do. When the devices starve, the rate it
 sees is what the waiting rows allowed, and they grow each choice until the devices no longer
-starve.
-With a strategy that chooses in no time, this is a batch of `max(devices, MIN_BATCH)` asked
-whole. A strategy asked again with nothing new told keeps its fitted model (IterML,
-predictive), so topping up a batch from several asks costs no second fit.
+starve, up to `MAX_BATCH_PER_DEVICE` a device (more waiting is chosen on staler results, and
+cost the search measurements: docs/experiments/scaleout.md). With a strategy that chooses in
+no time, this is a batch of `max(devices, MIN_BATCH)` asked whole. A strategy asked again
+with nothing new told keeps its fitted model (IterML, predictive), so topping up a batch from
+several asks costs no second fit.
 
 The budget is enforced as `run_search` enforces it, in this one loop: the rows in flight count
 against it before anything more is asked, and rows still in flight when the budget, the clock
