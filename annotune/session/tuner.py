@@ -1168,16 +1168,22 @@ class _Session:
             self.timing.add(measurement.compile_info.get("timing", "events"))
             self.throttled.update(measurement.compile_info.get("gpu", {}).get("throttled", ()))
 
+    def drift_due(self) -> bool:
+        """Count a new measurement; True every `drift_every` of them (with a baseline)."""
+        every = self.options.drift_every
+        if not every or self.baseline is None:
+            return False
+        self.since_drift += 1
+        if self.since_drift < every:
+            return False
+        self.since_drift = 0
+        return True
+
     def _check_drift(self) -> None:
         """Every `drift_every` new measurements, measure the baseline again (not stored: the
         study keeps its first measurement) to see whether the machine's speed moved."""
-        every = self.options.drift_every
-        if not every or self.baseline is None:
+        if not self.drift_due():
             return
-        self.since_drift += 1
-        if self.since_drift < every:
-            return
-        self.since_drift = 0
         build = self._build(self.baseline_params)
         again = self._timed_measure(lambda: self.measurer.measure(build))
         if again.status == "ok":
@@ -1605,13 +1611,8 @@ class _Flight:
 
     def _check_drift(self) -> None:
         s = self.session
-        every = s.options.drift_every
-        if not every or s.baseline is None:
+        if not s.drift_due():
             return
-        s.since_drift += 1
-        if s.since_drift < every:
-            return
-        s.since_drift = 0
         key = self._key()
         self.drifts.add(key)
         self.pool.submit(Work(key, s._build(s.baseline_params), pinned=0))
