@@ -27,6 +27,7 @@ from annotune.session.tuner import (
     TuneOptions,
     TuneReport,
     kernel_mode,
+    run_environment,
     speedup_claim,
     tune,
 )
@@ -208,11 +209,11 @@ def _with_environment(
     if kernel_mode(problem, given.mode):
         return table
     options = tune_options(problem, given)
-    by_size = {}
-    for outcome in outcomes:
-        best = outcome.report.best
-        variables = options.run.environment(best.params if best else None)
-        by_size[outcome.size] = ", ".join(f"{k}={v}" for k, v in variables.items())
+    by_size = {
+        o.size: run_environment(options.run, o.report.best.params)
+        for o in outcomes
+        if o.report.best is not None
+    }
     found = {by_size.get(entry.size, "") for entry in table.entries if not entry.predicted}
     if len(found) <= 1:
         return dataclasses.replace(table, environment=found.pop() if found else "")
