@@ -49,7 +49,7 @@ from annotune.cli.params import (
     tolerance,
 )
 from annotune.core.diagnostics import AnnotuneError
-from annotune.core.records import OBJECTIVES
+from annotune.core.records import OBJECTIVE_GAINS, OBJECTIVES
 from annotune.emit import check_headers_writable
 from annotune.emit.sizes import parse_sizes
 from annotune.run.backends import BACKENDS
@@ -696,9 +696,9 @@ def _print_report(report: TuneReport) -> None:
     verdict = report.recheck
     if verdict is not None and verdict.interval is not None and not verdict.kept_baseline:
         low, high = verdict.interval
-        what = {"time": "", "energy": " less energy", "edp": " lower energy x delay"}
+        what = "" if report.objective == "time" else f" {OBJECTIVE_GAINS[report.objective]}"
         stdout.print(
-            f"speedup       {verdict.speedup:.2f}x{what[report.objective]} (95% interval "
+            f"speedup       {verdict.speedup:.2f}x{what} (95% interval "
             f"{low:.2f}-{high:.2f}; re-measured against the baseline, interleaved, "
             f"{verdict.rounds} rounds)"
         )

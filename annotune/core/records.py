@@ -165,6 +165,9 @@ OBJECTIVES = ("time", "energy", "edp")
 OBJECTIVE_UNITS = {"time": "ms", "energy": "J", "edp": "J*s"}
 """The unit of each objective's value (`objective_value`)."""
 
+OBJECTIVE_GAINS = {"time": "faster", "energy": "less energy", "edp": "lower energy x delay"}
+"""What a ratio of the baseline's value over the winner's means, for each objective."""
+
 
 def objective_value(measurement: Measurement, objective: str) -> float | None:
     """The value `objective` minimises for this measurement, in `OBJECTIVE_UNITS`: the time

@@ -46,6 +46,7 @@ from annotune.annotate.kernel import KernelSpec, LaunchError
 from annotune.builder import Builder, CompilerCommand
 from annotune.core.diagnostics import AnnotuneError, Location
 from annotune.core.records import (
+    OBJECTIVE_GAINS,
     OBJECTIVE_UNITS,
     OBJECTIVES,
     BuildResult,
@@ -1656,9 +1657,9 @@ def speedup_claim(verdict: Verdict | None, objective: str = "time") -> str:
     if verdict.kept_baseline:
         return "none significant in an interleaved re-check; the baseline is kept"
     low, high = verdict.interval  # type: ignore[misc]
-    what = {"time": "the baseline", "energy": "less energy", "edp": "lower energy x delay"}
+    what = "the baseline" if objective == "time" else OBJECTIVE_GAINS[objective]
     return (
-        f"{verdict.speedup:.2f}x {what[objective]} (95% interval {low:.2f}-{high:.2f}, "
+        f"{verdict.speedup:.2f}x {what} (95% interval {low:.2f}-{high:.2f}, "
         f"interleaved re-check, {verdict.rounds} rounds)"
     )
 
