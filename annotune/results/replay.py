@@ -121,6 +121,20 @@ def load_replay(path: str | Path) -> ReplayDataset:
     )
 
 
+def values_in_order(
+    dataset: ReplayDataset, names: Sequence[str], path: Path, *, hint: str
+) -> np.ndarray:
+    """The recorded configurations with their columns in the order of `names` (a source's
+    parameters); AnnotuneError, with `hint`, when the recording has other parameters."""
+    if set(dataset.names) != set(names):
+        raise AnnotuneError(
+            f"{path}: the recording's parameters ({', '.join(dataset.names)}) are not the "
+            f"source's ({', '.join(names)})",
+            hint=hint,
+        )
+    return dataset.candidates.values[:, [dataset.names.index(name) for name in names]]
+
+
 def _problem_size(value: Any) -> tuple[float, ...]:
     """Kernel Tuner's problem_size (a number or a list of numbers) as a tuple; else ()."""
     items = value if isinstance(value, list) else [value]

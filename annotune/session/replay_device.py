@@ -20,9 +20,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from annotune.core.diagnostics import AnnotuneError
 from annotune.core.records import BuildResult, Measurement, Number
-from annotune.results.replay import load_replay
+from annotune.results.replay import load_replay, values_in_order
 
 MARKER_STATUS = {
     "CompilationFailedConfig": "compile_error",
@@ -76,14 +75,8 @@ def load_table(path: Path, names: tuple[str, ...]) -> ReplayTable:
     """The recording at `path` as a table over the parameters `names`; AnnotuneError when it
     cannot be read or records other parameters."""
     dataset = load_replay(path)
-    if set(dataset.names) != set(names):
-        raise AnnotuneError(
-            f"{path}: the recording's parameters ({', '.join(dataset.names)}) are not the "
-            f"source's ({', '.join(names)})",
-            hint="--replay takes a recording of this source's space",
-        )
-    order = [dataset.names.index(name) for name in names]
-    values = dataset.candidates.values[:, order]
+    hint = "--replay takes a recording of this source's space"
+    values = values_in_order(dataset, names, path, hint=hint)
     entries: dict[Key, tuple[float | None, str]] = {}
     for row, recorded, marker in zip(values, dataset.times, dataset.errors, strict=True):
         time_ = None if math.isnan(recorded) else float(recorded)

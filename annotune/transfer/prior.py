@@ -25,7 +25,7 @@ from annotune.core.diagnostics import AnnotuneError
 from annotune.core.records import Candidates, Number, TaskData
 from annotune.emit import PREDICTED, render_header, tuned_header_path, write_if_changed
 from annotune.results.database import Database, StudyKey, default_db_path, existing
-from annotune.results.replay import load_replay
+from annotune.results.replay import load_replay, values_in_order
 from annotune.results.studies import studies_elsewhere
 from annotune.search.multitask import encode_space, sources_for
 from annotune.transfer.adapt import Selection, select_features, zero_shot
@@ -188,20 +188,13 @@ def _from_database(
 def _from_file(path: Path, names: Sequence[str], gpus: GpuTable | None) -> _Found:
     """A T4 or Kernel Tuner results file of the same parameters, columns in `names` order."""
     dataset = load_replay(path)
-    if set(dataset.names) != set(names):
-        raise AnnotuneError(
-            f"{path}: its parameters ({', '.join(dataset.names)}) are not the tuned source's "
-            f"({', '.join(names)})",
-            hint="--transfer-from takes results of the same kernel and space on another GPU",
-        )
-    columns = [dataset.names.index(name) for name in names]
+    hint = "--transfer-from takes results of the same kernel and space on another GPU"
+    values = values_in_order(dataset, names, path, hint=hint)
     try:
         features = resolve_dataset(dataset, gpus)
     except ValueError as error:
         raise AnnotuneError(f"{path}: {error}") from None
-    return _Found(
-        dataset_device(dataset), dataset.candidates.values[:, columns], dataset.times, features
-    )
+    return _Found(dataset_device(dataset), values, dataset.times, features)
 
 
 @dataclass(frozen=True)

@@ -88,7 +88,7 @@ def test_results_files_teach_without_a_database(cli, workdir, tmp_path):
         record["configuration"] = {"Z": record["configuration"]["X"]}
     wrong.write_text(json.dumps(data))
     bad = cli("predict", workdir / "synthetic.c", "--device", TARGET_GPU, "--transfer-from", wrong)
-    assert bad.exit_code == 2 and "are not the tuned source's" in bad.stderr
+    assert bad.exit_code == 2 and "are not the source's" in bad.stderr
 
 
 def test_errors_exit_2_with_a_hint(cli, workdir):
