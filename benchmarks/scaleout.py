@@ -1,7 +1,8 @@
 """Scale-out: configurations a minute on 1, 2, 4 and 8 devices, and what it costs the search.
 
     python benchmarks/scaleout.py [--json] [--devices 1 2 4 8] [--per-device 40]
-    python benchmarks/scaleout.py --quality [--repeats 100] [--quality-devices 8] [DATASET ...]
+    python benchmarks/scaleout.py --quality [--repeats 100] [--quality-devices 8]
+        [--choice-seconds S] [--sequential-pick N] [DATASET ...]
 
 (a) Throughput (the default): `examples/cuda/convolution/convolution.cu` tuned through Ray
 (`annotune.session.distributed.tune_devices`) on N replay devices serving
@@ -21,7 +22,10 @@ sequential search
 (`annotune.bench.run_once`: `run_search` with the strategy's own batches), with the same seeds,
 by the IterML paper's Standard 1 and 2 (`annotune.bench`; runs capped at random search's exact
 Standard 2, as `annotune bench` caps them). The search's time depends on this machine's
-load: the batches it leads to, and so the figures, vary a little from run to run.
+load: the batches it leads to, and so the figures, vary a little from run to run;
+`--choice-seconds S` charges a fixed S per choice instead (the same seeds then give the same
+figures on any machine). `--sequential-pick N` adds the sequential search with batches of N
+(N/2 while it learns): what choosing on fewer results costs without any concurrency.
 """
 
 from __future__ import annotations
@@ -151,11 +155,13 @@ class SimulatedDevices:
 class Charged:
     """A strategy whose asks and tells cost the simulated devices' clock what they took here
     (the search runs on the driver while the devices measure), so that the loop sizes its
-    batches as it would on the real path."""
+    batches as it would on the real path; with `fixed`, each tell (one a choice) costs
+    `fixed` seconds and the asks nothing."""
 
-    def __init__(self, strategy, pool: SimulatedDevices):
+    def __init__(self, strategy, pool: SimulatedDevices, fixed: float | None = None):
         self.strategy = strategy
         self.pool = pool
+        self.fixed = fixed
         self.name = strategy.name
 
     def start(self, candidates, rng) -> None:
@@ -164,19 +170,22 @@ class Charged:
     def ask(self, max_count: int) -> list[int]:
         began = time.perf_counter()
         asked = self.strategy.ask(max_count)
-        self.pool.now += time.perf_counter() - began
+        if self.fixed is None:
+            self.pool.now += time.perf_counter() - began
         return asked
 
     def tell(self, results) -> None:
         began = time.perf_counter()
         self.strategy.tell(results)
-        self.pool.now += time.perf_counter() - began
+        self.pool.now += time.perf_counter() - began if self.fixed is None else self.fixed
 
     def progress(self) -> dict:
         return self.strategy.progress()
 
 
-def concurrent_run(dataset, strategy: str, seed: int, cap: int, devices: int):
+def concurrent_run(
+    dataset, strategy: str, seed: int, cap: int, devices: int, choice_seconds: float | None
+):
     """One concurrent search with `devices` simulated devices, stopped at 0.95 like
     `annotune.bench.run_once`."""
     from annotune.bench import THRESHOLD, RunTrace
@@ -192,7 +201,7 @@ def concurrent_run(dataset, strategy: str, seed: int, cap: int, devices: int):
 
     pool = SimulatedDevices(dataset, devices, np.random.default_rng([seed, 7]))
     outcome = run_concurrent_search(
-        Charged(create(strategy), pool),
+        Charged(create(strategy), pool, choice_seconds),
         dataset.candidates,
         pool,
         budget=Budget(evaluations=cap),
@@ -214,15 +223,27 @@ def _init(path: Path) -> None:
     _DATASET = load_replay(path)
 
 
-def _one(mode: str, strategy: str, seed: int, cap: int, devices: int):
+def _one(mode: str, strategy: str, seed: int, cap: int, options: dict):
     from annotune.bench import run_once
 
     if mode == "sequential":
         return run_once(_DATASET, strategy, {}, seed, cap).first_hit
-    return concurrent_run(_DATASET, strategy, seed, cap, devices).first_hit
+    if mode == "sequential_pick":
+        pick = options["pick"]
+        settings = {"pick": pick, "early_pick": max(1, pick // 2)}
+        return run_once(_DATASET, strategy, settings, seed, cap).first_hit
+    devices, choice = options["devices"], options["choice_seconds"]
+    return concurrent_run(_DATASET, strategy, seed, cap, devices, choice).first_hit
 
 
-def quality(paths: list[Path], strategy: str, repeats: int, devices: int) -> list[dict]:
+def quality(
+    paths: list[Path],
+    strategy: str,
+    repeats: int,
+    devices: int,
+    choice_seconds: float | None = None,
+    sequential_pick: int | None = None,
+) -> list[dict]:
     from annotune.bench import random_standards, run_seeds, standards_from_hits
     from annotune.results.replay import load_replay
 
@@ -235,7 +256,13 @@ def quality(paths: list[Path], strategy: str, repeats: int, devices: int) -> lis
         row: dict = {"dataset": dataset.name, "cap": cap}
         began = time.perf_counter()
         with ProcessPoolExecutor(os.cpu_count(), initializer=_init, initargs=(path,)) as pool:
-            for mode in ("sequential", "concurrent"):
+            options = {
+                "devices": devices,
+                "choice_seconds": choice_seconds,
+                "pick": sequential_pick,
+            }
+            modes = ("sequential", "concurrent") + ("sequential_pick",) * bool(sequential_pick)
+            for mode in modes:
                 hits = list(
                     pool.map(
                         _one,
@@ -243,7 +270,7 @@ def quality(paths: list[Path], strategy: str, repeats: int, devices: int) -> lis
                         [strategy] * repeats,
                         seeds,
                         [cap] * repeats,
-                        [devices] * repeats,
+                        [options] * repeats,
                     )
                 )
                 standards = standards_from_hits(hits)
@@ -273,28 +300,48 @@ def main() -> int:
     parser.add_argument("--quality", action="store_true", help="compare the searches instead")
     parser.add_argument("--quality-devices", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=100)
+    parser.add_argument(
+        "--choice-seconds", type=float, help="charge this per choice, not the time it took"
+    )
+    parser.add_argument(
+        "--sequential-pick", type=int, help="also the sequential search with batches of N"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
 
     if args.quality:
         paths = args.datasets or sorted(REPLAY_DIR.glob("*.json.gz"))
-        rows = quality(paths, args.strategy, args.repeats, args.quality_devices)
+        rows = quality(
+            paths,
+            args.strategy,
+            args.repeats,
+            args.quality_devices,
+            args.choice_seconds,
+            args.sequential_pick,
+        )
         if args.json:
             print(json.dumps(rows, indent=1))
             return 0
-        print(
-            f"| dataset | sequential std1 / std2 | {args.quality_devices} devices std1 / std2 "
-            "| change std1 / std2 |"
-        )
-        print("|---|---|---|---|")
+        picked = f"sequential, batches of {args.sequential_pick}"
+        columns = [
+            "sequential",
+            f"{args.quality_devices} devices",
+            *[picked] * bool(args.sequential_pick),
+        ]
+        heads = ["sequential std1 / std2", *[f"{c} std1 / std2 | change" for c in columns[1:]]]
+        print("| dataset | " + " | ".join(heads) + " |")
+        print("|---" * (2 * len(columns)) + "|")
         for row in rows:
-            s, c, cap = row["sequential"], row["concurrent"], row["cap"]
-            print(
-                f"| {row['dataset']} | {_std(s['std1'], cap)} / {_std(s['std2'], cap)} | "
-                f"{_std(c['std1'], cap)} / {_std(c['std2'], cap)} | "
-                f"{_change(s['std1'], c['std1'], cap)} / {_change(s['std2'], c['std2'], cap)} |"
-            )
+            s, cap = row["sequential"], row["cap"]
+            cells = [f"{_std(s['std1'], cap)} / {_std(s['std2'], cap)}"]
+            for mode in ("concurrent", "sequential_pick")[: len(columns) - 1]:
+                c = row[mode]
+                cells.append(
+                    f"{_std(c['std1'], cap)} / {_std(c['std2'], cap)} | "
+                    f"{_change(s['std1'], c['std1'], cap)} / {_change(s['std2'], c['std2'], cap)}"
+                )
+            print(f"| {row['dataset']} | " + " | ".join(cells) + " |")
         return 0
 
     rows = throughput(args.devices, args.per_device, args.strategy)

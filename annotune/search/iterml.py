@@ -221,6 +221,8 @@ class IterML(Strategy):
         self._pick = max(1, round(settings.pick * n)) if settings.pick < 1 else int(settings.pick)
         self._initial = settings.initial if settings.initial is not None else self._pick
         self._batches_after_climb_start = 0
+        self._turn_told = -1  # results told when the turn last passed
+        self._climbs_turn = False  # whether the current turn is the climbs'
         self._climb_batches = 0
         self._candidates = candidates
         self._climber: PredictiveStrategy | None = None  # created at its first turn
@@ -294,12 +296,18 @@ class IterML(Strategy):
         """
         if not self.settings.climb_share or len(self._told) < self.settings.climb_after:
             return np.zeros(0, dtype=np.intp)
-        self._batches_after_climb_start += 1
-        turn = self._batches_after_climb_start
-        # Batch `turn` is the climbs' when it completes another whole share (1e-9: 3 * (2/3)).
-        if math.floor(turn * self.settings.climb_share + 1e-9) == math.floor(
-            (turn - 1) * self.settings.climb_share + 1e-9
-        ):
+        # The turn passes only when something new was told: asked again first (several
+        # devices measuring: the concurrent search tops up a batch), the batch goes on with the
+        # same model, so topping it up costs no fit of the other model.
+        if len(self._told) != self._turn_told:
+            self._turn_told = len(self._told)
+            self._batches_after_climb_start += 1
+            turn = self._batches_after_climb_start
+            # Batch `turn` is the climbs' when it completes another whole share (1e-9: 3 * 2/3).
+            self._climbs_turn = math.floor(turn * self.settings.climb_share + 1e-9) != math.floor(
+                (turn - 1) * self.settings.climb_share + 1e-9
+            )
+        if not self._climbs_turn:
             return np.zeros(0, dtype=np.intp)
         if self._climber is None:
             self._climber = self._start_climber()
@@ -365,8 +373,12 @@ class IterML(Strategy):
         if self._fitted_on != told.size:
             self._surrogate.fit(self._features[told], self._targets(), self._rng)
             self._fitted_on = told.size
+            self._mean = np.full(self._alive.size, np.nan)
         features = self._features[alive]
-        score = self._surrogate.predict(features).mean
+        unknown = alive[np.isnan(self._mean[alive])]  # predicted once per fit
+        if unknown.size:
+            self._mean[unknown] = self._surrogate.predict(self._features[unknown]).mean
+        score = self._mean[alive]
         # Best (lowest) first; random keys break the many ties a tree model produces.
         ranked = alive[np.lexsort((self._rng.random(alive.size), score))]
         if settings.paper:

@@ -191,6 +191,41 @@ def test_iterml_asked_again_with_nothing_new_keeps_its_model(monkeypatch):
     assert len(fits) == 2
 
 
+def test_iterml_tops_up_a_batch_from_the_model_it_chose_with(monkeypatch):
+    """Asked again with nothing new told, IterML's batch goes on with the model of its turn,
+    forest or climbs, fitted and predicted once: a batch topped up from several asks costs
+    one fit, not a forest's and a boosted model's."""
+    from annotune.search import models, predictive
+
+    calls: list[str] = []
+    for owner, name, label in (
+        (models.Surrogate, "fit", "forest"),
+        (models.Surrogate, "predict", "predict"),
+        (predictive.HistGradientBoostingRegressor, "fit", "climbs"),
+    ):
+        original = getattr(owner, name)
+
+        def counting(self, *args, _original=original, _label=label, **kwargs):
+            calls.append(_label)
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(owner, name, counting)
+    strategy = create("iterml", climb_after=20)
+    strategy.start(CANDIDATES, np.random.default_rng(0))
+    rows = strategy.ask(20)
+    strategy.tell([Result(r, float(100 - r)) for r in rows])
+    kinds = []
+    for _ in range(6):  # forest, climbs, climbs, forest, climbs, climbs
+        calls.clear()
+        batch = strategy.ask(4) + strategy.ask(4) + strategy.ask(4)
+        assert len(batch) == len(set(batch)) == 12
+        fits = [c for c in calls if c != "predict"]
+        assert len(fits) == 1 and calls.count("predict") <= 1
+        kinds.append(fits[0])
+        strategy.tell([Result(r, float(100 - r)) for r in batch])
+    assert kinds == ["forest", "climbs", "climbs"] * 2
+
+
 def test_the_budget_counts_rows_in_flight_and_every_asked_row_is_told():
     strategy, devices = Recorder(), Devices(4)
     outcome = run_concurrent_search(
