@@ -32,7 +32,6 @@ from annotune.emit.sizes import MARKER as SIZES_MARKER
 from annotune.space.expressions import ExpressionError, parse_constant
 
 if TYPE_CHECKING:
-
     from annotune.annotate.problem import Problem
     from annotune.core.records import Number
 
