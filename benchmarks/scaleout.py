@@ -25,7 +25,10 @@ Standard 2, as `annotune bench` caps them). The search's time depends on this ma
 load: the batches it leads to, and so the figures, vary a little from run to run;
 `--choice-seconds S` charges a fixed S per choice instead (the same seeds then give the same
 figures on any machine). `--sequential-pick N` adds the sequential search with batches of N
-(N/2 while it learns): what choosing on fewer results costs without any concurrency.
+(N/2 while it learns): what choosing on fewer results costs without any concurrency. Each
+column also gives the median simulated seconds to 0.95 of the optimum (the time Standard 1
+counts in measurements): the sequential search on one device, where nothing overlaps, against
+N devices.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from __future__ import annotations
 import argparse
 import heapq
 import json
+import math
 import os
 import sys
 import tempfile
@@ -183,25 +187,66 @@ class Charged:
         return self.strategy.progress()
 
 
-def concurrent_run(
-    dataset, strategy: str, seed: int, cap: int, devices: int, choice_seconds: float | None
-):
+class Clock:
+    """The simulated time of a sequential search on one device (`Charged` charges it)."""
+
+    now = 0.0
+
+
+class Stop:
+    """Stops a search at 0.95 of the optimum, as `annotune.bench.run_once` does, and notes
+    when: the measurements it took (`hit`) and the simulated clock then (`seconds`)."""
+
+    def __init__(self, dataset, clock) -> None:
+        from annotune.bench import THRESHOLD
+
+        self.good = dataset.normalized() >= THRESHOLD
+        self.clock = clock
+        self.hit: int | None = None
+        self.seconds = math.inf
+
+    def __call__(self, results, outcome, strategy) -> bool:
+        before = len(outcome.results) - len(results)
+        for offset, result in enumerate(results):
+            if self.good[result.index]:
+                self.hit, self.seconds = before + offset + 1, self.clock.now
+                return True
+        return False
+
+
+def sequential_run(dataset, strategy: str, seed: int, cap: int, settings: dict, choice):
+    """`annotune.bench.run_once` (the same seed gives the same search) on one simulated
+    device: each measurement takes 100 ms, each choice what it took here (or `choice`)."""
+    from annotune.search import Budget, create, run_search
+
+    clock = Clock()
+
+    def measure(rows):
+        clock.now += DELAY_S * len(rows)
+        return dataset.measure(rows)
+
+    stop = Stop(dataset, clock)
+    run_search(
+        Charged(create(strategy, **settings), clock, choice),
+        dataset.candidates,
+        measure,
+        budget=Budget(evaluations=cap),
+        rng=np.random.default_rng(seed),
+        on_batch=stop,
+    )
+    return stop.hit, stop.seconds
+
+
+def concurrent_run(dataset, strategy: str, seed: int, cap: int, devices: int, choice):
     """One concurrent search with `devices` simulated devices, stopped at 0.95 like
     `annotune.bench.run_once`."""
-    from annotune.bench import THRESHOLD, RunTrace
     from annotune.search import Budget, create
     from annotune.session.concurrent import run_concurrent_search
 
-    normalized = dataset.normalized()
-    best = [0.0]
-
-    def stop(results, outcome, strategy_):
-        best[0] = max(best[0], max(normalized[r.index] for r in results))
-        return best[0] >= THRESHOLD
-
     pool = SimulatedDevices(dataset, devices, np.random.default_rng([seed, 7]))
-    outcome = run_concurrent_search(
-        Charged(create(strategy), pool, choice_seconds),
+    stop = Stop(dataset, pool)
+    run_concurrent_search(
+        Charged(create(strategy), pool, choice),
         dataset.candidates,
         pool,
         budget=Budget(evaluations=cap),
@@ -209,8 +254,7 @@ def concurrent_run(
         on_batch=stop,
         clock=lambda: pool.now,
     )
-    found = normalized[[r.index for r in outcome.results]]
-    return RunTrace(seed, np.maximum.accumulate(found) if found.size else found)
+    return stop.hit, stop.seconds
 
 
 _DATASET = None
@@ -224,16 +268,13 @@ def _init(path: Path) -> None:
 
 
 def _one(mode: str, strategy: str, seed: int, cap: int, options: dict):
-    from annotune.bench import run_once
-
+    choice = options["choice_seconds"]
     if mode == "sequential":
-        return run_once(_DATASET, strategy, {}, seed, cap).first_hit
+        return sequential_run(_DATASET, strategy, seed, cap, {}, choice)
     if mode == "sequential_pick":
-        pick = options["pick"]
-        settings = {"pick": pick, "early_pick": max(1, pick // 2)}
-        return run_once(_DATASET, strategy, settings, seed, cap).first_hit
-    devices, choice = options["devices"], options["choice_seconds"]
-    return concurrent_run(_DATASET, strategy, seed, cap, devices, choice).first_hit
+        settings = {"pick": options["pick"], "early_pick": max(1, options["pick"] // 2)}
+        return sequential_run(_DATASET, strategy, seed, cap, settings, choice)
+    return concurrent_run(_DATASET, strategy, seed, cap, options["devices"], choice)
 
 
 def quality(
@@ -263,7 +304,7 @@ def quality(
             }
             modes = ("sequential", "concurrent") + ("sequential_pick",) * bool(sequential_pick)
             for mode in modes:
-                hits = list(
+                runs = list(
                     pool.map(
                         _one,
                         [mode] * repeats,
@@ -273,8 +314,13 @@ def quality(
                         [options] * repeats,
                     )
                 )
-                standards = standards_from_hits(hits)
-                row[mode] = {"std1": standards.std1, "std2": standards.std2}
+                standards = standards_from_hits([hit for hit, _ in runs])
+                seconds = float(np.median([seconds for _, seconds in runs]))
+                row[mode] = {
+                    "std1": standards.std1,
+                    "std2": standards.std2,
+                    "seconds_to_std1": round(seconds, 1) if math.isfinite(seconds) else None,
+                }
         row["seconds"] = round(time.perf_counter() - began)
         rows.append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
@@ -324,22 +370,19 @@ def main() -> int:
             print(json.dumps(rows, indent=1))
             return 0
         picked = f"sequential, batches of {args.sequential_pick}"
-        columns = [
-            "sequential",
-            f"{args.quality_devices} devices",
-            *[picked] * bool(args.sequential_pick),
-        ]
-        heads = ["sequential std1 / std2", *[f"{c} std1 / std2 | change" for c in columns[1:]]]
-        print("| dataset | " + " | ".join(heads) + " |")
-        print("|---" * (2 * len(columns)) + "|")
+        columns = [f"{args.quality_devices} devices", *[picked] * bool(args.sequential_pick)]
+        heads = [f"{c} std1 / std2 | change | s to std1" for c in columns]
+        print("| dataset | sequential std1 / std2 | s to std1 | " + " | ".join(heads) + " |")
+        print("|---" * (3 + 3 * len(columns)) + "|")
         for row in rows:
             s, cap = row["sequential"], row["cap"]
-            cells = [f"{_std(s['std1'], cap)} / {_std(s['std2'], cap)}"]
-            for mode in ("concurrent", "sequential_pick")[: len(columns) - 1]:
+            cells = [f"{_std(s['std1'], cap)} / {_std(s['std2'], cap)} | {s['seconds_to_std1']}"]
+            for mode in ("concurrent", "sequential_pick")[: len(columns)]:
                 c = row[mode]
                 cells.append(
                     f"{_std(c['std1'], cap)} / {_std(c['std2'], cap)} | "
                     f"{_change(s['std1'], c['std1'], cap)} / {_change(s['std2'], c['std2'], cap)}"
+                    f" | {c['seconds_to_std1']}"
                 )
             print(f"| {row['dataset']} | " + " | ".join(cells) + " |")
         return 0
