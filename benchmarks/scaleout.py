@@ -206,6 +206,8 @@ class Stop:
         self.seconds = math.inf
 
     def __call__(self, results, outcome, strategy) -> bool:
+        if self.hit is not None:  # rows still in flight at the stop, told after it
+            return True
         before = len(outcome.results) - len(results)
         for offset, result in enumerate(results):
             if self.good[result.index]:
