@@ -208,6 +208,7 @@ class IterML(Strategy):
             encode_features(candidates.values).astype(np.float32) if n else (candidates.values)
         )
         self._fitted_on = -1  # how many results the surrogate was last fitted on
+        self._mean = np.full(n, np.nan)  # its mean prediction per row (nan: not predicted yet)
         self.set_extra_features(self.extra_features)
         self._alive = np.ones(n, dtype=bool)  # unmeasured and (paper mode) not pruned
         self._told: list[int] = []
