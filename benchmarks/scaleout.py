@@ -358,6 +358,8 @@ def main() -> int:
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
 
+    if args.sequential_pick and args.strategy != "iterml":
+        parser.error("--sequential-pick sets IterML's batches: it needs --strategy iterml")
     if args.quality:
         paths = args.datasets or sorted(REPLAY_DIR.glob("*.json.gz"))
         rows = quality(
