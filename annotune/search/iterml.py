@@ -223,7 +223,6 @@ class IterML(Strategy):
         self._initial = settings.initial if settings.initial is not None else self._pick
         self._batches_after_climb_start = 0
         self._turn_told = -1  # results told when the turn last passed
-        self._climbs_turn = False  # whether the current turn is the climbs'
         self._climb_batches = 0
         self._candidates = candidates
         self._climber: PredictiveStrategy | None = None  # created at its first turn
@@ -303,12 +302,11 @@ class IterML(Strategy):
         if len(self._told) != self._turn_told:
             self._turn_told = len(self._told)
             self._batches_after_climb_start += 1
-            turn = self._batches_after_climb_start
-            # Batch `turn` is the climbs' when it completes another whole share (1e-9: 3 * 2/3).
-            self._climbs_turn = math.floor(turn * self.settings.climb_share + 1e-9) != math.floor(
-                (turn - 1) * self.settings.climb_share + 1e-9
-            )
-        if not self._climbs_turn:
+        turn = self._batches_after_climb_start
+        # Batch `turn` is the climbs' when it completes another whole share (1e-9: 3 * (2/3)).
+        if math.floor(turn * self.settings.climb_share + 1e-9) == math.floor(
+            (turn - 1) * self.settings.climb_share + 1e-9
+        ):
             return np.zeros(0, dtype=np.intp)
         if self._climber is None:
             self._climber = self._start_climber()
@@ -376,9 +374,9 @@ class IterML(Strategy):
             self._fitted_on = told.size
             self._mean = np.full(self._alive.size, np.nan)
         features = self._features[alive]
-        unknown = alive[np.isnan(self._mean[alive])]  # predicted once per fit
-        if unknown.size:
-            self._mean[unknown] = self._surrogate.predict(self._features[unknown]).mean
+        unknown = np.isnan(self._mean[alive])  # predicted once per fit
+        if unknown.any():
+            self._mean[alive[unknown]] = self._surrogate.predict(features[unknown]).mean
         score = self._mean[alive]
         # Best (lowest) first; random keys break the many ties a tree model produces.
         ranked = alive[np.lexsort((self._rng.random(alive.size), score))]
