@@ -27,12 +27,16 @@ across problem sizes, which matters because the trees share splits between tasks
 
 Choices and deviations from the paper, and why:
 
-* Model: scikit-learn's `HistGradientBoostingRegressor`, not `GradientBoostingRegressor`.
-  Both fit a few hundred rows in 30-60 ms, but with prior data the training set reaches tens
-  of thousands of rows: on gemm's 18k configurations the exact `GradientBoostingRegressor`
-  took 1.25 s to fit, the histogram version 0.17 s (predicting all 18k rows: 11 vs 35 ms).
-  Parameter spaces have few distinct values per column, so the 255 histogram bins are exact.
-  OpenMP threads are capped at `n_jobs`: unbounded they oversubscribe a busy machine (a
+* Model: scikit-learn's boosted trees, in whichever of its two implementations fits faster
+  (`boosted_trees`). Both grow each tree best first to 31 leaves, so they build the same
+  model; parameter spaces have few distinct values per column, so the 255 histogram bins are
+  exact. A search without prior data fits a few hundred rows: `GradientBoostingRegressor` in
+  70-110 ms on this 2-core box, `HistGradientBoostingRegressor` in 150-180 ms (its per-tree
+  overhead is Python), and these fits were two thirds of IterML's time with 8 devices
+  (`docs/experiments/scaleout.md`). With prior data the training set reaches tens of
+  thousands of rows: on gemm's 18k configurations the exact one took 1.25 s to fit, the
+  histogram one 0.17 s. They cross near 600 rows; up to `EXACT_ROWS` (500) the exact one
+  fits. OpenMP threads are capped at `n_jobs`: unbounded they oversubscribe a busy machine (a
   20-row fit took 2 s instead of 30 ms while other jobs ran).
 * Trees: the paper's 100 boosting rounds, but depth 6 and leaves of at least 2 instead of
   depth 4 and leaves of 10. The paper trained on 1,500-30,000 rows; here the model starts from
@@ -77,7 +81,9 @@ so differences of a few tens are noise.
 * The defaults, 100 seeds (`annotune bench --repeats 100`): pnpoly 56 / 215, A4000 125 / 281,
   MI250X 71 / 153, W6600 263 / 612, convolution RTX 3090 51 / 115, A100 155 / 314 (random
   2,181 / 4,144), gemm 75 / 187 (1,959 / 7,057). IterML's: 45 / 133, 91 / 228, 94 / 224,
-  471 / 911, 61 / 106, 148 / 316, 116 / 221.
+  471 / 911, 61 / 106, 148 / 316, 116 / 221. With the exact fit for small training sets (the
+  same seeds): pnpoly 62 / 211, A4000 121 / 243, MI250X 65 / 201, RTX 3090 51 / 126, against
+  56 / 215, 125 / 281, 71 / 153, 51 / 115 the same day; summed, 1,080 against 1,067.
 """
 
 from __future__ import annotations
@@ -87,12 +93,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from sklearn.ensemble import HistGradientBoostingRegressor
+from sklearn.ensemble import GradientBoostingRegressor, HistGradientBoostingRegressor
 from threadpoolctl import threadpool_limits
 
 from annotune.core.records import Candidates, Result, TaskData, check_task_features
 from annotune.search.base import Strategy
 from annotune.search.models import encode_features
+
+EXACT_ROWS = 500
+"""Training sets up to this size are fitted by exact boosting, larger ones by histograms
+(`boosted_trees`)."""
 
 
 @dataclass(frozen=True)
@@ -201,6 +211,33 @@ def reference_time(
         if same.size:
             return float(times[same[0]])
     return float(np.median(times[valid])) if valid.any() else math.nan
+
+
+def boosted_trees(
+    rows: int, *, trees: int, depth: int, min_leaf: int, learning_rate: float, seed: int
+) -> GradientBoostingRegressor | HistGradientBoostingRegressor:
+    """Unfitted boosted regression trees for a training set of `rows` rows: the same model
+    either way (trees grown best first to 31 leaves, squared error, no subsampling), fitted
+    by whichever of scikit-learn's two implementations is faster at that size (the module
+    docstring)."""
+    if rows <= EXACT_ROWS:
+        return GradientBoostingRegressor(
+            n_estimators=trees,
+            max_depth=depth,
+            max_leaf_nodes=31,
+            min_samples_leaf=min_leaf,
+            learning_rate=learning_rate,
+            random_state=seed,
+        )
+    return HistGradientBoostingRegressor(
+        max_iter=trees,
+        max_depth=depth,
+        max_leaf_nodes=31,
+        min_samples_leaf=min_leaf,
+        learning_rate=learning_rate,
+        early_stopping=False,
+        random_state=seed,
+    )
 
 
 class PredictiveStrategy(Strategy):
@@ -387,13 +424,13 @@ class PredictiveStrategy(Strategy):
         if self._predicted is not None and self._predicted[0] == len(self._told):
             return self._predicted[1]
         x, y = self._training_set()
-        model = HistGradientBoostingRegressor(
-            max_iter=self.trees,
-            max_depth=self.depth,
-            min_samples_leaf=self.min_leaf,
+        model = boosted_trees(
+            len(x),
+            trees=self.trees,
+            depth=self.depth,
+            min_leaf=self.min_leaf,
             learning_rate=self.learning_rate,
-            early_stopping=False,
-            random_state=int(self._rng.integers(2**31 - 1)),
+            seed=int(self._rng.integers(2**31 - 1)),
         )
         with threadpool_limits(self.n_jobs, user_api="openmp"):
             model.fit(x, y)

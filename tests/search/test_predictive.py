@@ -10,8 +10,10 @@ import pytest
 from annotune.core.records import Candidates, Result, TaskData
 from annotune.search import Budget, create, run_search
 from annotune.search.predictive import (
+    EXACT_ROWS,
     Neighbours,
     PredictiveStrategy,
+    boosted_trees,
     hill_climb,
     log_speedup,
     reference_time,
@@ -89,6 +91,24 @@ def test_hill_climb_needs_sideways_moves_on_a_plateau():
 def test_log_speedup_over_the_reference_with_the_invalid_penalty():
     y = log_speedup(np.array([1.0, 2.0, np.nan, 0.5]), reference=2.0, invalid=math.log(0.5))
     np.testing.assert_allclose(y, [math.log(2), 0.0, math.log(0.5), math.log(4)])
+
+
+def test_both_boosted_tree_implementations_learn_the_same_model():
+    """A small training set is fitted exactly, a large one by histograms: the same trees
+    either way on a parameter space (few values per column), so switching at `EXACT_ROWS`
+    changes the fit's cost, not what the search learns."""
+    rng = np.random.default_rng(3)
+    values = rng.integers(0, 6, size=(2 * EXACT_ROWS, 5)).astype(np.float64)
+    target = np.log1p(values[:, 0] * values[:, 1]) - 0.3 * (values[:, 2] == 3) + 0.1 * values[:, 4]
+    settings = {"trees": 100, "depth": 6, "min_leaf": 2, "learning_rate": 0.1, "seed": 5}
+    small = values[:EXACT_ROWS], target[:EXACT_ROWS]
+    exact = boosted_trees(EXACT_ROWS, **settings).fit(*small)
+    binned = boosted_trees(EXACT_ROWS + 1, **settings).fit(*small)
+    assert type(exact).__name__ == "GradientBoostingRegressor"
+    assert type(binned).__name__ == "HistGradientBoostingRegressor"
+    a, b = exact.predict(values), binned.predict(values)
+    assert np.corrcoef(a, b)[0, 1] > 0.9999
+    assert np.abs(a - b).max() < 0.02 * np.ptp(target)  # other trees: 0.05 and more
 
 
 def test_reference_time_is_the_same_configuration_else_the_median():

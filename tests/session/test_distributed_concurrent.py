@@ -201,6 +201,7 @@ def test_iterml_tops_up_a_batch_from_the_model_it_chose_with(monkeypatch):
     for owner, name, label in (
         (models.Surrogate, "fit", "forest"),
         (models.Surrogate, "predict", "predict"),
+        (predictive.GradientBoostingRegressor, "fit", "climbs"),
         (predictive.HistGradientBoostingRegressor, "fit", "climbs"),
     ):
         original = getattr(owner, name)
