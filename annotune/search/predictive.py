@@ -220,24 +220,16 @@ def boosted_trees(
     either way (trees grown best first to 31 leaves, squared error, no subsampling), fitted
     by whichever of scikit-learn's two implementations is faster at that size (the module
     docstring)."""
+    same = {
+        "max_depth": depth,
+        "max_leaf_nodes": 31,
+        "min_samples_leaf": min_leaf,
+        "learning_rate": learning_rate,
+        "random_state": seed,
+    }
     if rows <= EXACT_ROWS:
-        return GradientBoostingRegressor(
-            n_estimators=trees,
-            max_depth=depth,
-            max_leaf_nodes=31,
-            min_samples_leaf=min_leaf,
-            learning_rate=learning_rate,
-            random_state=seed,
-        )
-    return HistGradientBoostingRegressor(
-        max_iter=trees,
-        max_depth=depth,
-        max_leaf_nodes=31,
-        min_samples_leaf=min_leaf,
-        learning_rate=learning_rate,
-        early_stopping=False,
-        random_state=seed,
-    )
+        return GradientBoostingRegressor(n_estimators=trees, **same)
+    return HistGradientBoostingRegressor(max_iter=trees, early_stopping=False, **same)
 
 
 class PredictiveStrategy(Strategy):
