@@ -30,9 +30,9 @@ Choices and deviations from the paper, and why:
 * Model: scikit-learn's boosted trees, in whichever of its two implementations fits faster
   (`boosted_trees`). Both grow each tree best first to 31 leaves, so they build the same
   model; parameter spaces have few distinct values per column, so the 255 histogram bins are
-  exact. A search without prior data fits a few hundred rows: `GradientBoostingRegressor` in
-  70-110 ms on this 2-core box, `HistGradientBoostingRegressor` in 150-180 ms (its per-tree
-  overhead is Python), and these fits were two thirds of IterML's time with 8 devices
+  exact. A search without prior data fits 50-300 rows: `GradientBoostingRegressor` in 50-110
+  ms on this 2-core box, `HistGradientBoostingRegressor` in 85-180 ms (its per-tree overhead
+  is Python), and these fits were two thirds of IterML's time with 8 devices
   (`docs/experiments/scaleout.md`). With prior data the training set reaches tens of
   thousands of rows: on gemm's 18k configurations the exact one took 1.25 s to fit, the
   histogram one 0.17 s. They cross near 600 rows; up to `EXACT_ROWS` (500) the exact one
