@@ -11,18 +11,18 @@ subset of what was asked. Telling batch by batch rather than row by row keeps It
 per-batch adaptation (its pool narrows after a batch that improved, widens after one that
 did not) what it was judged with.
 
-How much work waits is measured, not fixed: while the strategy chooses (IterML's choice
-takes about 0.1 s on two cores), the devices work through what waits, so what waits must hold
-at least what they measure in that time. The loop times each choice (tell and asks) and the
-rate at which results landed since the previous choice began, and keeps `batch_for` rows
-waiting: one a device at least, else what the devices measure in two choices of the
-strategy, and a quarter more. It chooses again as soon as one device's worth of rows (at least `MIN_BATCH`)
+How much work waits is measured, not fixed: while the strategy chooses (IterML's choice takes
+about 0.1 s on two cores), the devices work through what waits, so what waits must hold at
+least what they measure in that time. The loop times each choice (tell and asks) and the rate
+at which results landed since the previous choice began, and keeps `batch_for` rows waiting:
+one a device at least, else what the devices measure in two choices of the strategy, and a
+quarter more. It chooses again as soon as one device's worth of rows (at least `MIN_BATCH`)
 has landed, so the strategy works while the devices do. When the devices starve, the rate it
 sees is what the waiting rows allowed, and they grow each choice until the devices no longer
 starve, up to `MAX_BATCH_PER_DEVICE` a device (more waiting is chosen on staler results, and
 cost the search measurements: docs/experiments/scaleout.md). With a strategy that chooses in
-no time, this is a batch of `max(devices, MIN_BATCH)` asked whole. A strategy asked again
-with nothing new told keeps its fitted model (IterML, predictive), so topping up a batch from
+no time, this is a batch of `max(devices, MIN_BATCH)` asked whole. A strategy asked again with
+nothing new told keeps its fitted model (IterML, predictive), so topping up a batch from
 several asks costs no second fit.
 
 The budget is enforced as `run_search` enforces it, in this one loop: the rows in flight count
