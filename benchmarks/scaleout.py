@@ -162,7 +162,7 @@ class Charged:
     batches as it would on the real path; with `fixed`, each tell (one a choice) costs
     `fixed` seconds and the asks nothing."""
 
-    def __init__(self, strategy, pool: SimulatedDevices, fixed: float | None = None):
+    def __init__(self, strategy, pool: SimulatedDevices | Clock, fixed: float | None = None):
         self.strategy = strategy
         self.pool = pool
         self.fixed = fixed
