@@ -28,7 +28,8 @@ figures on any machine). `--sequential-pick N` adds the sequential search with b
 (N/2 while it learns): what choosing on fewer results costs without any concurrency. Each
 column also gives the median simulated seconds to 0.95 of the optimum (the time Standard 1
 counts in measurements): the sequential search on one device, where nothing overlaps, against
-N devices.
+N devices, and a 90% bootstrap interval of each change (`change_interval`): with 100 runs,
+two seed sets of the same sequential search give standards up to 10-20% apart.
 """
 
 from __future__ import annotations
@@ -316,23 +317,58 @@ def quality(
                         [options] * repeats,
                     )
                 )
-                standards = standards_from_hits([hit for hit, _ in runs])
+                hits = [hit for hit, _ in runs]
+                standards = standards_from_hits(hits)
                 seconds = float(np.median([seconds for _, seconds in runs]))
                 row[mode] = {
                     "std1": standards.std1,
                     "std2": standards.std2,
                     "seconds_to_std1": round(seconds, 1) if math.isfinite(seconds) else None,
+                    "hits": hits,
                 }
+        for mode in modes[1:]:
+            row[mode]["interval"] = change_interval(
+                row["sequential"]["hits"], row[mode]["hits"], cap
+            )
         row["seconds"] = round(time.perf_counter() - began)
         rows.append(row)
-        print(json.dumps(row), file=sys.stderr, flush=True)
+        shown = {k: {**v, "hits": "..."} if isinstance(v, dict) else v for k, v in row.items()}
+        print(json.dumps(shown), file=sys.stderr, flush=True)
     return rows
+
+
+def change_interval(
+    before: list[int | None], after: list[int | None], cap: int, draws: int = 2000
+) -> dict[str, list[float]]:
+    """A 90% bootstrap interval of each standard's change (after / before - 1), the runs of
+    each search resampled with replacement: with 100 runs, two seed sets of the same search
+    give standards up to 10-20% apart, so a change is only told from noise with its
+    interval. A standard not reached counts as the cap."""
+    from annotune.bench import standards_from_hits
+
+    rng = np.random.default_rng(0)
+    changes: dict[str, list[float]] = {"std1": [], "std2": []}
+    for _ in range(draws):
+        b = standards_from_hits([before[i] for i in rng.integers(len(before), size=len(before))])
+        a = standards_from_hits([after[i] for i in rng.integers(len(after), size=len(after))])
+        for name in changes:
+            old, new = getattr(b, name) or cap, getattr(a, name) or cap
+            changes[name].append(new / old - 1.0)
+    return {
+        name: [round(float(q), 3) for q in np.quantile(values, [0.05, 0.95])]
+        for name, values in changes.items()
+    }
 
 
 def _change(before: int | None, after: int | None, cap: int) -> str:
     """after / before - 1 as a percentage; a standard not reached counts as the cap."""
     b, a = before or cap, after or cap
     return f"{100.0 * (a / b - 1.0):+.0f}%"
+
+
+def _span(interval: list[float]) -> str:
+    low, high = interval
+    return f"{100.0 * low:+.0f}..{100.0 * high:+.0f}%"
 
 
 def _std(value: int | None, cap: int) -> str:
@@ -375,9 +411,9 @@ def main() -> int:
             return 0
         picked = f"sequential, batches of {args.sequential_pick}"
         columns = [f"{args.quality_devices} devices", *[picked] * bool(args.sequential_pick)]
-        heads = [f"{c} std1 / std2 | change | s to std1" for c in columns]
+        heads = [f"{c} std1 / std2 | change | 90% interval | s to std1" for c in columns]
         print("| dataset | sequential std1 / std2 | s to std1 | " + " | ".join(heads) + " |")
-        print("|---" * (3 + 3 * len(columns)) + "|")
+        print("|---" * (3 + 4 * len(columns)) + "|")
         for row in rows:
             s, cap = row["sequential"], row["cap"]
             cells = [f"{_std(s['std1'], cap)} / {_std(s['std2'], cap)} | {s['seconds_to_std1']}"]
@@ -386,6 +422,7 @@ def main() -> int:
                 cells.append(
                     f"{_std(c['std1'], cap)} / {_std(c['std2'], cap)} | "
                     f"{_change(s['std1'], c['std1'], cap)} / {_change(s['std2'], c['std2'], cap)}"
+                    f" | {_span(c['interval']['std1'])} / {_span(c['interval']['std2'])}"
                     f" | {c['seconds_to_std1']}"
                 )
             print(f"| {row['dataset']} | " + " | ".join(cells) + " |")
