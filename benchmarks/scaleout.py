@@ -29,7 +29,7 @@ figures on any machine). `--sequential-pick N` adds the sequential search with b
 column also gives the median simulated seconds to 0.95 of the optimum (the time Standard 1
 counts in measurements): the sequential search on one device, where nothing overlaps, against
 N devices, and a 90% bootstrap interval of each change (`change_interval`): with 100 runs,
-two seed sets of the same sequential search give standards up to 10-20% apart.
+two seed sets of the same sequential search give standards up to 24% apart.
 """
 
 from __future__ import annotations
@@ -342,8 +342,8 @@ def change_interval(
 ) -> dict[str, list[float]]:
     """A 90% bootstrap interval of each standard's change (after / before - 1), the runs of
     each search resampled with replacement: with 100 runs, two seed sets of the same search
-    give standards up to 10-20% apart, so a change is only told from noise with its
-    interval. A standard not reached counts as the cap."""
+    give standards up to 24% apart, so a change is only told from noise with its interval.
+    A standard not reached counts as the cap."""
     from annotune.bench import standards_from_hits
 
     rng = np.random.default_rng(0)
