@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,16 @@ from typer.testing import CliRunner
 from annotune.cli.app import app
 
 DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _ctrl_c_as_in_a_terminal():
+    """Ctrl-C's default action for the processes the tests start: a shell that runs the
+    tests as a background job starts them with SIGINT ignored, and children inherit an
+    ignored signal; a handled one is reset to its default when they start."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
 
 
 @pytest.fixture

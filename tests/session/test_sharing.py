@@ -44,14 +44,7 @@ def annotune(workdir: Path, *args: str, **variables: str) -> subprocess.Popen:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=_ctrl_c_as_in_a_terminal,
     )
-
-
-def _ctrl_c_as_in_a_terminal() -> None:
-    """Ctrl-C's default action in the tune's process: a shell that runs the tests as a
-    background job starts them with SIGINT ignored, and its children inherit that."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def runs(workdir: Path) -> list[list[str]]:
