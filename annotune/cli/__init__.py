@@ -10,7 +10,13 @@ import traceback
 from pathlib import Path
 
 from annotune import __version__
-from annotune.cli.app import EXIT_INTERNAL_ERROR, EXIT_INTERRUPTED, app
+from annotune.cli.app import (
+    EXIT_INTERNAL_ERROR,
+    app,
+    interrupted_exit_code,
+    say_interrupted,
+    stop_on_sigterm,
+)
 
 CRASH_DIR = "crash"
 """Where crash logs go, under annotune's cache directory (else the system's temp directory)."""
@@ -20,12 +26,13 @@ def main() -> None:
     """Entry point. A bug inside annotune is reported in a few lines that say it is one, with
     the versions a report needs, and the traceback goes to a crash log rather than over the
     user's terminal (ANNOTUNE_DEBUG=1 raises it instead). Ctrl-C is exit 130, never a
-    traceback, wherever it lands."""
+    traceback, wherever it lands; SIGTERM stops the same way, exit 143."""
     try:
+        stop_on_sigterm()
         app()
     except KeyboardInterrupt:
-        print("annotune: interrupted", file=sys.stderr)
-        sys.exit(EXIT_INTERRUPTED)
+        say_interrupted()
+        sys.exit(interrupted_exit_code())
     except Exception as error:  # typer.Exit and SystemExit never reach here (standalone mode)
         if os.environ.get("ANNOTUNE_DEBUG"):
             raise

@@ -3,7 +3,8 @@
 Exit codes: 0 success; 1 the work itself failed (e.g. no valid configuration was found), or
 an internal error (a bug in annotune: one message, the traceback in a crash log, see
 `annotune.cli.main`); 2 bad input (a located `FILE:LINE:COL: error:` message, or click's
-"Invalid value for '--option'", on stderr); 130 interrupted (Ctrl-C), anywhere.
+"Invalid value for '--option'", on stderr); 130 interrupted (Ctrl-C), anywhere; 143 stopped
+by SIGTERM, which stops a command as Ctrl-C does (`stop_on_sigterm`).
 Data goes to stdout; progress, warnings and errors go to stderr. Nothing user-controlled is
 read as rich markup: the consoles print text literally unless given styled `Text`.
 
@@ -15,6 +16,7 @@ pay for scikit-learn or libclang, which other commands import, nor for rich, whi
 from __future__ import annotations
 
 import json
+import signal
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -35,6 +37,39 @@ EXIT_FAILED = 1
 EXIT_INTERNAL_ERROR = 1
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143  # 128 + SIGTERM, as a shell reports a process SIGTERM ended
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread as Ctrl-C's KeyboardInterrupt is, so every path that
+    stops cleanly on Ctrl-C (measurements kept, the best so far written to the header, the
+    report printed) stops the same way when a batch scheduler's time limit, `timeout` or
+    `kill` ends the command, instead of dying mid-tune with no header and no report."""
+
+
+_terminated: list[int] = []
+"""The SIGTERMs received: set by the handler, read for the exit code (a signal is process-wide
+state; the session below the CLI only sees a KeyboardInterrupt)."""
+
+
+def stop_on_sigterm() -> None:
+    """Make SIGTERM raise `Terminated` in the main thread from now on."""
+    signal.signal(signal.SIGTERM, _raise_terminated)
+
+
+def _raise_terminated(signum: int, _frame: object) -> None:
+    _terminated.append(signum)
+    raise Terminated
+
+
+def interrupted_exit_code() -> int:
+    """The exit code of a command that stopped early on a signal: 143 after SIGTERM, else 130."""
+    return EXIT_TERMINATED if _terminated else EXIT_INTERRUPTED
+
+
+def say_interrupted() -> None:
+    """The one line a command stopped by a signal prints on stderr."""
+    print(f"annotune: {'terminated (SIGTERM)' if _terminated else 'interrupted'}", file=sys.stderr)
 
 
 class LazyCommand(NamedTuple):
@@ -117,8 +152,8 @@ class _LazyGroup(TyperGroup):
             print(f"annotune: error: {error.format_message()}", file=sys.stderr)
             raise typer.Exit(code=EXIT_BAD_INPUT) from None
         except KeyboardInterrupt:
-            print("annotune: interrupted", file=sys.stderr)
-            raise typer.Exit(code=EXIT_INTERRUPTED) from None
+            say_interrupted()
+            raise typer.Exit(code=interrupted_exit_code()) from None
 
 
 def _load(name: str) -> TyperCommand:

@@ -25,11 +25,11 @@ from rich.progress import (
 from annotune.annotate import read_problem
 from annotune.cli.app import (
     EXIT_FAILED,
-    EXIT_INTERRUPTED,
     ConfigPath,
     DbPath,
     JsonFlag,
     app,
+    interrupted_exit_code,
     print_json,
     stderr,
     stdout,
@@ -454,7 +454,7 @@ def _exit_for(reports: list[TuneReport]) -> None:
     if any(report.devices_lost for report in reports):
         raise typer.Exit(code=EXIT_FAILED)
     if any(report.interrupted for report in reports):
-        raise typer.Exit(code=EXIT_INTERRUPTED)
+        raise typer.Exit(code=interrupted_exit_code())
     for report in reports:
         if report.baseline_failed:
             _say_baseline_failed(report)
@@ -545,7 +545,7 @@ def _tune_sizes(
                 highlight=False,
             )
     if report.interrupted:
-        raise typer.Exit(code=EXIT_INTERRUPTED)
+        raise typer.Exit(code=interrupted_exit_code())
     failed = report.baseline_failed
     if failed is not None:
         _say_baseline_failed(failed.report)

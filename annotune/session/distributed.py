@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import threading
 import time
 import uuid
@@ -334,11 +335,16 @@ def _cluster(ray: ModuleType, address: str | None) -> Iterator[None]:
     }
     if address is None:
         settings["num_cpus"] = os.cpu_count() or 1
+    on_sigterm = signal.getsignal(signal.SIGTERM)
     try:
         ray.init(address=address, **settings)
     except (ConnectionError, RuntimeError, ValueError) as error:
         where = f"the Ray cluster at {address}" if address else "a local Ray cluster"
         raise AnnotuneError(f"cannot start or join {where}: {error}") from None
+    if on_sigterm is not None and threading.current_thread() is threading.main_thread():
+        # Ray's driver takes SIGTERM over (it prints a stack trace and dies): the handler the
+        # process had, the CLI's clean stop or the default, is put back.
+        signal.signal(signal.SIGTERM, on_sigterm)
     try:
         yield
     finally:

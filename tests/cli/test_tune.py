@@ -36,8 +36,9 @@ def workdir(tmp_path, data_dir):
 REPO = Path(__file__).resolve().parents[2]
 
 
-def annotune(workdir: Path, *args: str) -> subprocess.Popen:
-    """The real command in its own process (importable from the checkout, installed or not)."""
+def annotune(workdir: Path, *args: str, own_group: bool = False) -> subprocess.Popen:
+    """The real command in its own process (importable from the checkout, installed or not);
+    `own_group`: in a process group of its own, as a batch job's processes are."""
     path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH", "")]))
     env = {**os.environ, "ANNOTUNE_TEST_LOG": str(workdir / "runs.log"), "PYTHONPATH": path}
     return subprocess.Popen(
@@ -47,6 +48,7 @@ def annotune(workdir: Path, *args: str) -> subprocess.Popen:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        start_new_session=own_group,
     )
 
 
@@ -179,18 +181,37 @@ def test_sigkill_mid_run_then_resume_measures_nothing_twice(workdir):
         assert runs[f"{params['X']} {params['Y']}"] <= 1, params  # never run again
 
 
-def test_ctrl_c_exits_130_keeping_results_and_the_header(workdir):
+@pytest.mark.parametrize(
+    ("stop", "code"),
+    [
+        (lambda p: p.send_signal(signal.SIGINT), 130),  # Ctrl-C
+        (lambda p: p.send_signal(signal.SIGTERM), 143),  # timeout, kill
+        (lambda p: os.killpg(p.pid, signal.SIGTERM), 143),  # a batch job's time limit
+    ],
+    ids=["ctrl-c", "sigterm", "sigterm-to-the-group"],
+)
+def test_a_signal_stops_keeping_results_and_the_header(workdir, stop, code):
     process = annotune(
-        workdir, "tune", "synthetic.c", "--budget", "26", "--strategy", "random", *ARGS
+        workdir,
+        "tune",
+        "synthetic.c",
+        "--budget",
+        "26",
+        "--strategy",
+        "random",
+        *ARGS,
+        own_group=True,
     )
     wait_for(process, lambda: len(recorded(workdir)) >= 4)
-    process.send_signal(signal.SIGINT)
+    stop(process)
     out, err = process.communicate(timeout=60)
-    assert process.returncode == 130, err
+    assert process.returncode == code, err
     assert "Traceback" not in err
-    assert "interrupted" in out
+    assert "interrupted: every measurement so far is kept" in out
     assert list((workdir / "tuned" / "test-device").glob("synthetic.h"))
-    assert len(recorded(workdir)) >= 4
+    kept = recorded(workdir)
+    assert len(kept) >= 4
+    assert {status for _, status in kept} == {"ok"}  # a run the signal cut is not stored
 
 
 @pytest.mark.parametrize(

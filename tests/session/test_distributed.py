@@ -5,7 +5,13 @@ is one."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -174,6 +180,45 @@ def test_kinds_tuned_at_once_learn_from_each_other_as_results_arrive(project):
     assert learned[0] is not None and learned[0]["sources"] == ["NVIDIA RTX A4000"]
     assert learned[1] is not None and learned[1]["sources"] == ["NVIDIA A100-PCIE-40GB"]
     assert [r.best.params for r in reports] == [{"X": 5, "Y": 3}, {"X": 6, "Y": 3}]
+
+
+def test_sigterm_stops_a_ray_tune_as_ctrl_c_does(project):
+    """Ray's driver takes SIGTERM over (a stack trace, then death): the CLI's clean stop is put
+    back, so a batch job's time limit keeps the header and the report. Its own cluster: the
+    command runs in a process of its own, as a user runs it."""
+    repo = Path(__file__).resolve().parents[2]
+    path = os.pathsep.join(filter(None, [str(repo), os.environ.get("PYTHONPATH", "")]))
+    command = [sys.executable, "-m", "annotune", "tune", "xy.c", "--ray", "--devices", "2"]
+    command += ["--replay", "xy_gpu.json", "--replay-delay", "0.5", "--budget", "60"]
+    process = subprocess.Popen(
+        command,
+        cwd=project,
+        env={**os.environ, "PYTHONPATH": path},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    database = project / ".annotune" / "results.db"
+
+    def measured() -> int:
+        try:
+            with sqlite3.connect(database) as conn:
+                return conn.execute("SELECT COUNT(*) FROM measurements").fetchone()[0]
+        except sqlite3.OperationalError:
+            return 0
+
+    deadline = time.monotonic() + 120
+    while measured() < 4:
+        assert process.poll() is None, process.communicate()[1]
+        assert time.monotonic() < deadline, "no measurement in two minutes"
+        time.sleep(0.1)
+    process.send_signal(signal.SIGTERM)
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 143, err
+    assert "SIGTERM received" not in err and "Traceback" not in err
+    assert "interrupted: every measurement so far is kept" in out
+    assert list((project / "tuned").glob("*/xy.h"))
+    assert measured() >= 4
 
 
 @pytest.mark.gpu
