@@ -49,7 +49,7 @@ from annotune.cli.params import (
     tolerance,
 )
 from annotune.core.diagnostics import AnnotuneError
-from annotune.core.records import OBJECTIVE_GAINS, OBJECTIVES
+from annotune.core.records import OBJECTIVE_GAINS, OBJECTIVE_UNITS, OBJECTIVES
 from annotune.emit import check_headers_writable
 from annotune.emit.sizes import parse_sizes
 from annotune.run.backends import BACKENDS
@@ -611,7 +611,7 @@ class _ProgressDisplay:
             )
         shown.failures = len(p.failures)
         status = (
-            f"iter {p.iteration}  best {_ms(p.best_time)}  default {_ms(p.default_time)}  "
+            f"iter {p.iteration}  best {_best(p)}  default {_ms(p.default_time)}  "
             f"reused {p.reused}  failed {p.compile_failures} compile / {p.run_failures} run"
         )
         if p.devices:
@@ -622,12 +622,11 @@ class _ProgressDisplay:
                 stderr.print(f"annotune: {prefix}{status}", highlight=False)
             shown.rechecking = True
         self.progress.update(shown.task, completed=p.evaluations, status=status)
-        if not self.enabled and p.best_time is not None and p.best_time != shown.best:
-            shown.best = p.best_time
+        if not self.enabled and p.best_value is not None and p.best_value != shown.best:
+            shown.best = p.best_value
             rates = f" ({_rates(p.devices)})" if p.devices else ""
             stderr.print(
-                f"{prefix}[{p.evaluations}/{p.budget}] best {_ms(p.best_time)}: "
-                f"{p.best_params}{rates}",
+                f"{prefix}[{p.evaluations}/{p.budget}] best {_best(p)}: {p.best_params}{rates}",
                 highlight=False,
             )
 
@@ -653,6 +652,14 @@ def _rates(devices: tuple[DeviceRate, ...]) -> str:
 
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.4g} ms"
+
+
+def _best(p: TuneProgress) -> str:
+    """The best so far by the objective: its time, or its energy (or energy x delay) with
+    its time beside it."""
+    if p.objective == "time" or p.best_value is None:
+        return _ms(p.best_time)
+    return f"{p.best_value:.4g} {OBJECTIVE_UNITS[p.objective]} ({_ms(p.best_time)})"
 
 
 def _headline(error: str) -> str:
