@@ -617,10 +617,19 @@ class _ProgressDisplay:
         if p.devices:
             status += f"  {_rates(p.devices)}"
         if p.phase == "recheck":
-            status = "final check: the best and the default re-measured, interleaved"
-            if not shown.rechecking and not self.enabled:
-                stderr.print(f"annotune: {prefix}{status}", highlight=False)
+            what = "the best and the default re-measured, interleaved"
+            if not self.enabled:
+                if not shown.rechecking:
+                    stderr.print(f"annotune: {prefix}final check: {what}", highlight=False)
+                done = p.recheck_round
+                if done > shown.recheck_round and (done % 10 == 0 or done == p.recheck_rounds):
+                    stderr.print(
+                        f"annotune: {prefix}final check: round {done} of {p.recheck_rounds}",
+                        highlight=False,
+                    )
             shown.rechecking = True
+            shown.recheck_round = p.recheck_round
+            status = f"final check, round {p.recheck_round} of {p.recheck_rounds}: {what}"
         self.progress.update(shown.task, completed=p.evaluations, status=status)
         if not self.enabled and p.best_value is not None and p.best_value != shown.best:
             shown.best = p.best_value
@@ -641,6 +650,7 @@ class _Shown:
     warned: int = 0
     failures: int = 0
     rechecking: bool = False
+    recheck_round: int = 0
 
 
 def _rates(devices: tuple[DeviceRate, ...]) -> str:

@@ -69,17 +69,19 @@ def recheck(
     *,
     rounds: int,
     min_speedup: float = 1.0,
+    on_round: Callable[[int], None] | None = None,
 ) -> Verdict:
     """Interleave `rounds` samples of the baseline and each contender; judge as described in
     the module docstring. A contender whose sample fails drops out; a failing baseline ends
-    the check with no claim."""
+    the check with no claim. `on_round` is told each round done (an energy check takes
+    seconds a sample: minutes in all, which a user must be able to watch)."""
     if rounds < 1:
         raise ValueError("the final check needs at least one round")
     confidence = 1.0 - (1.0 - CONFIDENCE) / max(1, len(contenders))
     alive = {i: [] for i in range(len(contenders))}
     errors: dict[int, str] = {}
     base: list[float] = []
-    for _ in range(rounds):
+    for done in range(1, rounds + 1):
         measured = sample(baseline)
         if isinstance(measured, str):
             return Verdict(dict(baseline), None, None, rounds, baseline_error=measured)
@@ -91,6 +93,8 @@ def recheck(
                 del alive[i]
             else:
                 alive[i].append(measured)
+        if on_round is not None:
+            on_round(done)
     judged = []
     for i, params in enumerate(contenders):
         if i in errors:

@@ -196,6 +196,8 @@ class TuneProgress:
     warnings: tuple[str, ...] = ()
     transient: int = 0  # failures retried and not stored (measured again next run)
     phase: str = "search"  # "search", then "recheck" while the final check runs
+    recheck_round: int = 0  # the final check's rounds done, of `recheck_rounds`
+    recheck_rounds: int = 0
     devices: tuple[DeviceRate, ...] = ()  # each device's rate, when several measure
     objective: str = "time"  # what best_value is (`OBJECTIVES`), in `OBJECTIVE_UNITS`
     best_value: float | None = None  # the best configuration's objective (its time: best_time)
@@ -1252,6 +1254,7 @@ class _Session:
     def _recheck(self) -> Verdict:
         """The final check of the best `recheck` configurations against the baseline."""
         self.progress.phase = "recheck"
+        self.progress.recheck_rounds = self.options.recheck_rounds
         self._report()
         baseline_key = config_key(self.baseline_params)
         baseline = self.known.get(baseline_key)
@@ -1284,7 +1287,12 @@ class _Session:
             sample,
             rounds=self.options.recheck_rounds,
             min_speedup=1.0 + self.options.run.stable_within,
+            on_round=self._recheck_round_done,
         )
+
+    def _recheck_round_done(self, done: int) -> None:
+        self.progress.recheck_round = done
+        self._report()
 
     def finish(self, interrupted: bool, db_path: Path, prior: Prior) -> TuneReport:
         p = self.progress

@@ -112,7 +112,9 @@ def test_the_report_says_why_configurations_failed(cli, workdir, monkeypatch):
     assert "does not compile" in result.stdout
     assert invalid[-1] == "invalid       1 more, failing in other ways (see --json)"
     assert result.stderr.count("annotune: invalid: ") == 4  # each kind once, as it happens
-    assert result.stderr.count("annotune: final check:") == 1  # the last phase is shown too
+    assert result.stderr.count("annotune: final check: the best") == 1  # the last phase too,
+    rounds = re.findall(r"annotune: final check: round (\d+) of 30", result.stderr)
+    assert rounds == ["10", "20", "30"]  # and in a log, every tenth of its rounds
     report = cli.json(*args, "--json")
     assert sorted(f["status"] for f in report["failures"]) == [
         "compile_error",

@@ -126,6 +126,7 @@ def test_the_cli_reports_the_energies_and_the_ratio(cli, project):
     assert "objective     energy" in done.stdout
     assert "0.001 J a run" in done.stdout and "x less energy" in done.stdout
     assert "] best 0.001 J (8 ms): {'X': 1}" in done.stderr  # progress: the objective first
+    assert "final check: round 6 of 6" in done.stderr  # energy checks take minutes: watched
 
 
 def test_a_run_too_short_for_its_meter_is_said_and_never_0_joules(project, monkeypatch):

@@ -60,6 +60,22 @@ def test_a_failing_contender_drops_out_and_a_failing_baseline_claims_nothing():
     assert failing.winner == BASE
 
 
+def test_each_round_done_is_told_after_its_samples():
+    samples, told = [], []
+    recheck(
+        BASE,
+        [FAST, SAME],
+        lambda p: samples.append(p) or 5.0,
+        rounds=7,
+        on_round=lambda done: told.append((done, len(samples))),
+    )
+    assert told == [(r, 3 * r) for r in range(1, 8)]
+
+    told.clear()
+    recheck(BASE, [FAST], lambda p: "crashed", rounds=7, on_round=told.append)
+    assert told == []  # the baseline failed in the first round: no round was done
+
+
 def test_too_few_rounds_for_an_interval_claim_nothing():
     verdict = recheck(BASE, [FAST], lambda p: 10.0 if p == BASE else 5.0, rounds=5)
     assert verdict.kept_baseline and verdict.contenders[0].speedup == 2.0
