@@ -261,7 +261,9 @@ class WallBreakdown:
     summed over the pool's workers, which may exceed it. `startup` is the measurements' set-up
     (program mode: process start-up and whatever runs outside the timed region; kernel mode:
     loading the module, the checked launch, warm-up), `run` the rest of the measurements, `gpu`
-    the device's busy time in timed runs (program mode: the timed regions)."""
+    the device's busy time in timed runs (program mode: the timed regions). With several
+    devices, `startup` and `gpu` are averaged over them, and the measurements' time is the
+    time the search waited on them."""
 
     wall: float
     compile: float
@@ -1476,6 +1478,7 @@ class _Flight:
         self.waiting: dict[str, list[tuple[int, BuildResult]]] = {}  # program -> rows of it
         self.drifts: set[int] = set()  # keys of the baseline's re-measurements
         self.keys = 0
+        self.device_count = pool.devices()  # those the tune began with
         session.progress.devices = pool.rates()
 
     def room(self, batch: int) -> int:
@@ -1511,7 +1514,9 @@ class _Flight:
                 time.sleep(CLAIM_POLL_S)  # all in other tunes' hands: give them time
                 continue
             waiting = self.held or self.stop is not None
-            for work, measurement in self.pool.wait(CLAIM_POLL_S if waiting else None):
+            with self.session.stopwatch.part("measure"):  # the devices measure, the tune waits
+                landed = self.pool.wait(CLAIM_POLL_S if waiting else None)
+            for work, measurement in landed:
                 self._landed(work, measurement)
             self.session.progress.devices = self.pool.rates()
         ready, self.ready = self.ready, []
@@ -1521,7 +1526,9 @@ class _Flight:
         """Wait for the drift checks still on a device once the search has all it asked for:
         their times belong in the report."""
         while self.pool.outstanding():
-            for work, measurement in self.pool.wait(None):
+            with self.session.stopwatch.part("measure"):
+                landed = self.pool.wait(None)
+            for work, measurement in landed:
                 self._landed(work, measurement)
         self.session.progress.devices = self.pool.rates()
 
@@ -1587,8 +1594,9 @@ class _Flight:
     def _landed(self, work: Work, measurement: Measurement) -> None:
         s = self.session
         spent = measurement.compile_info.get("run_seconds", {})
-        s.stopwatch.add("startup", spent.get("setup", 0.0))
-        s.stopwatch.add("gpu", spent.get("gpu", 0.0))
+        # Device seconds, averaged over the devices: shares of the tune's wall time.
+        s.stopwatch.add("startup", spent.get("setup", 0.0) / self.device_count)
+        s.stopwatch.add("gpu", spent.get("gpu", 0.0) / self.device_count)
         if work.key in self.drifts:
             self.drifts.discard(work.key)
             if measurement.status == "ok":

@@ -110,6 +110,17 @@ def test_replay_devices_share_one_study_and_measure_the_budget_in_parallel(proje
     assert report.recheck is not None  # on one device
 
 
+def test_the_time_waiting_on_the_devices_is_the_tunes_run_time(project):
+    """Not "other": the report says where the wall time went."""
+    report = tune(
+        read_problem(project / "xy.c"),
+        options(project, devices=2, budget=20, replay_delay=0.2, recheck=0),
+    )
+    wall = report.wall_breakdown
+    assert wall.run >= 1.0  # about 19 rows of 0.2 s on 2 devices, less what the search hid
+    assert wall.other < wall.run
+
+
 def test_a_device_killed_mid_tune_loses_nothing_and_the_budget_is_met(project):
     killed: list[str] = []
 
