@@ -2,7 +2,7 @@
 
     python benchmarks/scaleout.py [--json] [--devices 1 2 4 8] [--per-device 40]
     python benchmarks/scaleout.py --quality [--repeats 100] [--quality-devices 8]
-        [--choice-seconds S] [--sequential-pick N] [DATASET ...]
+        [--choice-seconds S] [--measure-seconds S] [--sequential-pick N] [DATASET ...]
 
 (a) Throughput (the default): `examples/cuda/convolution/convolution.cu` tuned through Ray
 (`annotune.session.distributed.tune_devices`) on N replay devices serving
@@ -16,13 +16,13 @@ start-up, printed apart, not). Efficiency is the rate over N times the one-devic
 (b) Quality (`--quality`): does searching with N devices cost measurements? On each replay
 dataset, the concurrent search (`annotune.session.concurrent.run_concurrent_search`, the
 loop a Ray tune runs, asking as its `room` says) with N simulated devices taking 100 ms
-(+-10%, seeded) per measurement in virtual time, the search's own time (measured here)
-charged to that clock so that the loop sizes its batches as on the real path, against the
-sequential search
-(`annotune.bench.run_once`: `run_search` with the strategy's own batches), with the same seeds,
-by the IterML paper's Standard 1 and 2 (`annotune.bench`; runs capped at random search's exact
-Standard 2, as `annotune bench` caps them). The search's time depends on this machine's
-load: the batches it leads to, and so the figures, vary a little from run to run;
+(+-10%, seeded; `--measure-seconds`) per measurement in virtual time, the search's own time
+(measured here) charged to that clock so that the loop sizes its batches as on the real path,
+against the sequential search (`annotune.bench.run_once`: `run_search` with the strategy's
+own batches), with the same seeds, by the IterML paper's Standard 1 and 2 (`annotune.bench`;
+runs capped at random search's exact Standard 2, as `annotune bench` caps them). The search's
+time depends on this machine's load: the batches it leads to, and so the figures, vary a
+little from run to run;
 `--choice-seconds S` charges a fixed S per choice instead (the same seeds then give the same
 figures on any machine). `--sequential-pick N` adds the sequential search with batches of N
 (N/2 while it learns): what choosing on fewer results costs without any concurrency. Each
@@ -118,12 +118,13 @@ def throughput(devices: list[int], per_device: int, strategy: str) -> list[dict]
 class SimulatedDevices:
     """`Measurements` of N devices in virtual time, asked for work as a Ray tune's devices
     are (`annotune.session.concurrent.room`): each measures what it is given one after
-    another, each measurement taking 100 ms +- 10%; `collect` advances the clock to the next
-    finish and returns every measurement done by then."""
+    another, each measurement taking `delay` (100 ms) +- 10%; `collect` advances the clock to
+    the next finish and returns every measurement done by then."""
 
-    def __init__(self, dataset, devices: int, rng: np.random.Generator):
+    def __init__(self, dataset, devices: int, rng: np.random.Generator, delay: float = DELAY_S):
         self.dataset = dataset
         self.rng = rng
+        self.delay = delay
         self.now = 0.0
         self.ends = [0.0] * devices  # when each device's last configuration is done
         self.load = [0] * devices
@@ -141,7 +142,7 @@ class SimulatedDevices:
     def start(self, rows) -> None:
         for row in rows:
             device = min(range(len(self.ends)), key=lambda d: (self.load[d], self.ends[d]))
-            took = DELAY_S * (1.0 + 0.1 * (2.0 * self.rng.random() - 1.0))
+            took = self.delay * (1.0 + 0.1 * (2.0 * self.rng.random() - 1.0))
             self.ends[device] = max(self.now, self.ends[device]) + took
             self.load[device] += 1
             self.order += 1
@@ -217,15 +218,17 @@ class Stop:
         return False
 
 
-def sequential_run(dataset, strategy: str, seed: int, cap: int, settings: dict, choice):
+def sequential_run(
+    dataset, strategy: str, seed: int, cap: int, settings: dict, choice, delay: float = DELAY_S
+):
     """`annotune.bench.run_once` (the same seed gives the same search) on one simulated
-    device: each measurement takes 100 ms, each choice what it took here (or `choice`)."""
+    device: each measurement takes `delay`, each choice what it took here (or `choice`)."""
     from annotune.search import Budget, create, run_search
 
     clock = Clock()
 
     def measure(rows):
-        clock.now += DELAY_S * len(rows)
+        clock.now += delay * len(rows)
         return dataset.measure(rows)
 
     stop = Stop(dataset, clock)
@@ -240,13 +243,15 @@ def sequential_run(dataset, strategy: str, seed: int, cap: int, settings: dict, 
     return stop.hit, stop.seconds
 
 
-def concurrent_run(dataset, strategy: str, seed: int, cap: int, devices: int, choice):
+def concurrent_run(
+    dataset, strategy: str, seed: int, cap: int, devices: int, choice, delay: float = DELAY_S
+):
     """One concurrent search with `devices` simulated devices, stopped at 0.95 like
     `annotune.bench.run_once`."""
     from annotune.search import Budget, create
     from annotune.session.concurrent import run_concurrent_search
 
-    pool = SimulatedDevices(dataset, devices, np.random.default_rng([seed, 7]))
+    pool = SimulatedDevices(dataset, devices, np.random.default_rng([seed, 7]), delay)
     stop = Stop(dataset, pool)
     run_concurrent_search(
         Charged(create(strategy), pool, choice),
@@ -271,13 +276,13 @@ def _init(path: Path) -> None:
 
 
 def _one(mode: str, strategy: str, seed: int, cap: int, options: dict):
-    choice = options["choice_seconds"]
+    choice, delay = options["choice_seconds"], options["measure_seconds"]
     if mode == "sequential":
-        return sequential_run(_DATASET, strategy, seed, cap, {}, choice)
+        return sequential_run(_DATASET, strategy, seed, cap, {}, choice, delay)
     if mode == "sequential_pick":
         settings = {"pick": options["pick"], "early_pick": max(1, options["pick"] // 2)}
-        return sequential_run(_DATASET, strategy, seed, cap, settings, choice)
-    return concurrent_run(_DATASET, strategy, seed, cap, options["devices"], choice)
+        return sequential_run(_DATASET, strategy, seed, cap, settings, choice, delay)
+    return concurrent_run(_DATASET, strategy, seed, cap, options["devices"], choice, delay)
 
 
 def quality(
@@ -287,6 +292,7 @@ def quality(
     devices: int,
     choice_seconds: float | None = None,
     sequential_pick: int | None = None,
+    measure_seconds: float = DELAY_S,
 ) -> list[dict]:
     from annotune.bench import random_standards, run_seeds, standards_from_hits
     from annotune.results.replay import load_replay
@@ -303,6 +309,7 @@ def quality(
             options = {
                 "devices": devices,
                 "choice_seconds": choice_seconds,
+                "measure_seconds": measure_seconds,
                 "pick": sequential_pick,
             }
             modes = ("sequential", "concurrent") + ("sequential_pick",) * bool(sequential_pick)
@@ -388,6 +395,9 @@ def main() -> int:
         "--choice-seconds", type=float, help="charge this per choice, not the time it took"
     )
     parser.add_argument(
+        "--measure-seconds", type=float, default=DELAY_S, help="each simulated measurement"
+    )
+    parser.add_argument(
         "--sequential-pick", type=int, help="also the sequential search with batches of N"
     )
     parser.add_argument("--json", action="store_true")
@@ -405,6 +415,7 @@ def main() -> int:
             args.quality_devices,
             args.choice_seconds,
             args.sequential_pick,
+            args.measure_seconds,
         )
         if args.json:
             print(json.dumps(rows, indent=1))

@@ -14,6 +14,7 @@ import math
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import types
 from collections.abc import Iterable
@@ -60,13 +61,21 @@ class NVMLError_NotSupported(NVMLError):  # noqa: N801  (pynvml's own name)
 
 
 class FakeClock:
-    """A clock that moves only when told (or by `step` at each reading of the power)."""
+    """A clock that moves only when told (or by `step` at each reading of the power). The
+    sampling thread and the test both move it: `advance` holds a lock, since `now += s` from
+    two threads can lose one of the two."""
 
     def __init__(self) -> None:
         self.now = 100.0
+        self._lock = threading.Lock()
 
     def __call__(self) -> float:
         return self.now
+
+    def advance(self, seconds: float) -> float:
+        with self._lock:
+            self.now += seconds
+            return self.now
 
 
 def fake_nvml(
@@ -108,8 +117,7 @@ def fake_nvml(
         if isinstance(milliwatts, Exception):
             raise milliwatts
         if clock is not None:
-            clock.now += step
-            module.power_log.append((clock.now, milliwatts / 1e3))
+            module.power_log.append((clock.advance(step), milliwatts / 1e3))
         return milliwatts
 
     module.nvmlInit = init
@@ -138,7 +146,7 @@ def test_the_energy_counter_is_read_at_both_ends_of_the_window(monkeypatch):
     assert meter.description == "NVML's total-energy counter of GPU 0"
     assert meter.min_window == 1.0
     meter.start()
-    clock.now += 1.2
+    clock.advance(1.2)
     assert meter.elapsed() == pytest.approx(1.2)
     reading = meter.stop()
     assert reading.joules == pytest.approx(402.5) and reading.seconds == pytest.approx(1.2)
@@ -218,16 +226,18 @@ def test_without_the_counter_power_is_sampled_and_integrated(monkeypatch):
 
 
 def test_constant_power_integrates_to_power_times_time(monkeypatch):
+    # The clock moves only here: however many readings the sampling thread takes, and
+    # whenever, the window is 0.5 s from the reading at start to the one at stop.
     clock = FakeClock()
-    monkeypatch.setitem(
-        sys.modules, "pynvml", fake_nvml(power=itertools.repeat(250_000), clock=clock, step=0.02)
-    )
+    nvml = fake_nvml(power=itertools.repeat(250_000), clock=clock)
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
     meter = nvml_meter(0, interval=0.001, clock=clock)
     meter.start()
-    first = clock.now
-    clock.now += 0.5
+    time.sleep(0.01)  # the thread's readings at the start of the window
+    clock.advance(0.5)
+    time.sleep(0.01)  # and at its end
     reading = meter.stop()
-    assert reading.joules == pytest.approx(250.0 * (clock.now - first))
+    assert reading.joules == pytest.approx(250.0 * 0.5)
 
 
 def test_trapezoid_of_recorded_samples():
@@ -301,7 +311,7 @@ def test_rapl_sums_the_packages_and_undoes_a_wrap_around(tmp_path):
     advance(root, "intel-rapl:0", 2_500_000)
     advance(root, "intel-rapl:0:0", 9_000_000)
     advance(root, "intel-rapl:1", 3_500_000)
-    clock.now += 0.25
+    clock.advance(0.25)
     assert int((root / "intel-rapl:1" / "energy_uj").read_text()) < 3_500_000  # it wrapped
     reading = meter.stop()
     assert reading.joules == pytest.approx(6.0) and reading.seconds == pytest.approx(0.25)
@@ -404,7 +414,7 @@ class Backend(KernelBackend):
 
     def launch(self, prepared) -> None:
         self.launches += 1
-        self.clock.now += self.per_launch
+        self.clock.advance(self.per_launch)
 
     def timed_launches(self, prepared, count, flush, *, timeout):
         for _ in range(count):
