@@ -195,12 +195,14 @@ def test_kinds_tuned_at_once_learn_from_each_other_as_results_arrive(project):
 
 def test_sigterm_stops_a_ray_tune_as_ctrl_c_does(project):
     """Ray's driver takes SIGTERM over (a stack trace, then death): the CLI's clean stop is put
-    back, so a batch job's time limit keeps the header and the report. Its own cluster: the
-    command runs in a process of its own, as a user runs it."""
+    back, so a batch job's time limit keeps the header and the report. The command runs in a
+    process of its own, as a user runs it, joining this module's cluster (`--ray-address`)."""
     repo = Path(__file__).resolve().parents[2]
     path = os.pathsep.join(filter(None, [str(repo), os.environ.get("PYTHONPATH", "")]))
+    address = ray.get_runtime_context().gcs_address
     command = [sys.executable, "-m", "annotune", "tune", "xy.c", "--ray", "--devices", "2"]
-    command += ["--replay", "xy_gpu.json", "--replay-delay", "0.5", "--budget", "60"]
+    command += ["--ray-address", address, "--replay", "xy_gpu.json", "--replay-delay", "0.5"]
+    command += ["--budget", "60"]
     process = subprocess.Popen(
         command,
         cwd=project,
