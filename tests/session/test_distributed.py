@@ -117,8 +117,10 @@ def test_the_time_waiting_on_the_devices_is_the_tunes_run_time(project):
         options(project, devices=2, budget=20, replay_delay=0.2, recheck=0),
     )
     wall = report.wall_breakdown
-    assert wall.run >= 1.0  # about 19 rows of 0.2 s on 2 devices, less what the search hid
-    assert wall.other < wall.run
+    # About 19 rows of 0.2 s on 2 devices: while they measure, the tune either chooses
+    # (search) or waits on them (run); a slow search leaves less to wait.
+    assert wall.run + wall.search >= 1.5
+    assert wall.other < wall.run + wall.search
 
 
 def test_a_device_killed_mid_tune_loses_nothing_and_the_budget_is_met(project):
