@@ -1514,10 +1514,7 @@ class _Flight:
                 time.sleep(CLAIM_POLL_S)  # all in other tunes' hands: give them time
                 continue
             waiting = self.held or self.stop is not None
-            with self.session.stopwatch.part("measure"):  # the devices measure, the tune waits
-                landed = self.pool.wait(CLAIM_POLL_S if waiting else None)
-            for work, measurement in landed:
-                self._landed(work, measurement)
+            self._receive(CLAIM_POLL_S if waiting else None)
             self.session.progress.devices = self.pool.rates()
         ready, self.ready = self.ready, []
         return ready
@@ -1526,11 +1523,16 @@ class _Flight:
         """Wait for the drift checks still on a device once the search has all it asked for:
         their times belong in the report."""
         while self.pool.outstanding():
-            with self.session.stopwatch.part("measure"):
-                landed = self.pool.wait(None)
-            for work, measurement in landed:
-                self._landed(work, measurement)
+            self._receive(None)
         self.session.progress.devices = self.pool.rates()
+
+    def _receive(self, timeout: float | None) -> None:
+        """Wait up to `timeout` (None: until some lands) for the devices' work and record it;
+        the wait is the tune's measuring time (the devices measure, the tune waits)."""
+        with self.session.stopwatch.part("measure"):
+            landed = self.pool.wait(timeout)
+        for work, measurement in landed:
+            self._landed(work, measurement)
 
     def abandon(self) -> None:
         """Release the claims of configurations that will not be recorded in this tune."""
