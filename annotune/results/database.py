@@ -58,6 +58,7 @@ from annotune import __version__
 from annotune.annotate.problem import Problem
 from annotune.core.diagnostics import AnnotuneError
 from annotune.core.inputs import SOURCE, read_input
+from annotune.core.interrupts import held
 from annotune.core.records import OBJECTIVES, Measurement, Number
 from annotune.results.t4 import write_t4
 
@@ -394,14 +395,18 @@ class Database:
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """The one way to write: BEGIN IMMEDIATE (take the write lock now), then commit, or roll
-        back on any exception."""
-        self._conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield self._conn
-        except BaseException:
-            self._conn.execute("ROLLBACK")
-            raise
-        self._conn.execute("COMMIT")
+        back on any exception. Ctrl-C and SIGTERM are held until it ends (`core.interrupts`):
+        a measurement being recorded is kept, and the connection is never left in a
+        transaction that the best-so-far write after a stop could not start."""
+        with held():
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+                yield self._conn
+                self._conn.execute("COMMIT")
+            except BaseException:
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                raise
 
     def _ensure_schema(self, writable: bool) -> None:
         """Accept this version, convert an older one (when writable), refuse anything else.
