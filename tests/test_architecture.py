@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
@@ -32,25 +33,18 @@ def test_no_module_at_the_package_root_but_its_face_and_entry():
     assert modules == ["__init__.py", "__main__.py"]
 
 
-def test_pytest_collects_every_test_file():
-    """pytest skips folders named like build outputs (`build/`, `dist/`); none may hide tests."""
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "--collect-only",
-            "-p",
-            "no:cacheprovider",
-            "-o",
-            "addopts=--import-mode=importlib",
-            "-q",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    collected = {line.split("::")[0] for line in done.stdout.splitlines() if "::" in line}
-    on_disk = {str(p.relative_to(ROOT)) for p in (ROOT / "tests").rglob("test_*.py")}
-    assert on_disk - collected == set()
+def test_pytest_collects_every_test_file(pytestconfig):
+    """pytest skips folders named like build outputs (`build/`, `dist/`, by `norecursedirs`)
+    and files not named by `python_files`; none may hide tests. Checked against pytest's own
+    settings rather than by collecting again (a second collection took 10 s of the suite)."""
+    skipped_dirs = pytestconfig.getini("norecursedirs")
+    test_files = pytestconfig.getini("python_files")
+    hidden = []
+    for path in (ROOT / "tests").rglob("test*.py"):
+        folders = path.relative_to(ROOT).parts[:-1]
+        in_skipped = any(fnmatch(f, pattern) for f in folders for pattern in skipped_dirs)
+        unnamed = not any(fnmatch(path.name, pattern) for pattern in test_files)
+        if in_skipped or unnamed:
+            hidden.append(str(path.relative_to(ROOT)))
+    assert pytestconfig.getini("testpaths") == ["tests"]
+    assert hidden == []

@@ -95,7 +95,7 @@ def test_across_sizes_lets_predictive_learn_a_new_size_from_the_others(cli, tmp_
     for size in (400, 600, 1400, 1600, 500):
         paths.append(tmp_path / f"scale_{size}.json")
         write_sized_cache(paths[-1], size)
-    args = ["bench", *paths, "--repeats", "10", "--workers", "1", "--json", "-s", "predictive"]
+    args = ["bench", *paths, "--repeats", "4", "--workers", "1", "--json", "-s", "predictive"]
     learned = {r["dataset"]: r for r in cli.json(*args, "--across-sizes")["results"]}
     alone = {r["dataset"]: r for r in cli.json(*args)["results"]}
     # From the other sizes, the first pick on size 500 is already the optimum (3, 5).

@@ -57,8 +57,9 @@ def test_scan_from_another_directory_reads_the_config_and_the_active_definitions
 
 def test_tune_from_the_project_root_runs_there_in_milliseconds(project):
     done = annotune(
-        "tune", "src/smooth.c", "--budget", "3", "--max-repeats", "6", "--json", cwd=project
-    )
+        "tune", "src/smooth.c", "--budget", "3", "--max-repeats", "6", "--recheck-rounds", "6",
+        "--json", cwd=project,
+    )  # fmt: skip
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert Path(report["run_dir"]) == project  # data/weights.txt is found from here
@@ -66,11 +67,10 @@ def test_tune_from_the_project_root_runs_there_in_milliseconds(project):
     assert 0.5 < report["default"]["time"] < 5000  # seconds printed, milliseconds kept
     elsewhere = project.parent / "other"
     elsewhere.mkdir()
-    lost = annotune("tune", project / "src" / "smooth.c", "--budget", "2", cwd=elsewhere)
+    quick = ("--budget", "2", "--max-repeats", "5", "--recheck", "0")
+    lost = annotune("tune", project / "src" / "smooth.c", *quick, cwd=elsewhere)
     assert lost.returncode == 1 and "cannot open data/weights.txt" in lost.stderr
-    found = annotune(
-        "tune", project / "src/smooth.c", "--budget", "2", "--run-dir", project, cwd=elsewhere
-    )
+    found = annotune("tune", project / "src/smooth.c", *quick, "--run-dir", project, cwd=elsewhere)
     assert found.returncode == 0, found.stderr
 
 

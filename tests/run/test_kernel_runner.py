@@ -273,9 +273,9 @@ def test_timed_until_the_median_is_stable(specs, tmp_path):
 
 
 @pytest.mark.parametrize(("l2", "flush_l2", "flushed"), [
-    (1 << 30, None, True),  # the arrays fit in L2: flushed by default
+    (1 << 22, None, True),  # the arrays fit in L2: flushed by default
     (4096, None, False),  # they do not: nothing to flush
-    (1 << 30, False, False),
+    (1 << 22, False, False),
     (4096, True, True),
 ])  # fmt: skip
 def test_l2_is_flushed_before_each_timed_launch_when_the_data_fit(
