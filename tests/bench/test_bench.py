@@ -82,8 +82,9 @@ def test_standards_from_hits_uses_the_inverted_cdf():
 def test_bench_is_deterministic_and_iterml_beats_random():
     dataset = synthetic_dataset()
     rows = bench(dataset, ["iterml", "random"], repeats=12, seed=7, workers=1)
-    again = bench(dataset, ["iterml"], repeats=12, seed=7, workers=1)
-    assert [t.best.tolist() for t in rows[0].traces] == [t.best.tolist() for t in again[0].traces]
+    again = bench(dataset, ["iterml"], repeats=4, seed=7, workers=1)  # the first 4 seeds again
+    first = [t.best.tolist() for t in rows[0].traces[:4]]
+    assert first == [t.best.tolist() for t in again[0].traces]
     iterml, random = rows
     assert iterml.random == random.random == random_standards(dataset.normalized())
     assert iterml.standards.std1 is not None and iterml.standards.std1 < iterml.random.std1
