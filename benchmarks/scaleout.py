@@ -2,7 +2,8 @@
 
     python benchmarks/scaleout.py [--json] [--devices 1 2 4 8] [--per-device 40]
     python benchmarks/scaleout.py --quality [--repeats 100] [--quality-devices 8]
-        [--choice-seconds S] [--measure-seconds S] [--sequential-pick N] [DATASET ...]
+        [--choice-seconds S] [--measure-seconds S] [--sequential-pick N] [--lag L]
+        [DATASET ...]
 
 (a) Throughput (the default): `examples/cuda/convolution/convolution.cu` tuned through Ray
 (`annotune.session.distributed.tune_devices`) on N replay devices serving
@@ -25,7 +26,10 @@ time depends on this machine's load: the batches it leads to, and so the figures
 little from run to run;
 `--choice-seconds S` charges a fixed S per choice instead (the same seeds then give the same
 figures on any machine). `--sequential-pick N` adds the sequential search with batches of N
-(N/2 while it learns): what choosing on fewer results costs without any concurrency. Each
+(N/2 while it learns): what choosing on fewer results costs without any concurrency. `--lag L`
+adds the sequential search whose every choice is made without its newest L results (`Lagged`):
+N = L devices with nothing waiting behind them and choices that take no time, the least any
+loop that keeps L devices busy leaves the search blind to. Each
 column also gives the median simulated seconds to 0.95 of the optimum (the time Standard 1
 counts in measurements): the sequential search on one device, where nothing overlaps, against
 N devices, and a 90% bootstrap interval of each change (`change_interval`): with 100 runs,
@@ -189,6 +193,33 @@ class Charged:
         return self.strategy.progress()
 
 
+class Lagged:
+    """A strategy that chooses without the newest `lag` results it was told: they reach it only
+    once `lag` newer ones have come (what `lag` devices still measuring would hide)."""
+
+    def __init__(self, strategy, lag: int):
+        self.strategy = strategy
+        self.lag = lag
+        self.held: list = []
+        self.name = strategy.name
+
+    def start(self, candidates, rng) -> None:
+        self.strategy.start(candidates, rng)
+
+    def ask(self, max_count: int) -> list[int]:
+        known = len(self.held) - self.lag
+        if known > 0:
+            self.strategy.tell(self.held[:known])
+            self.held = self.held[known:]
+        return self.strategy.ask(max_count)
+
+    def tell(self, results) -> None:
+        self.held.extend(results)
+
+    def progress(self) -> dict:
+        return self.strategy.progress()
+
+
 class Clock:
     """The simulated time of a sequential search on one device (`Charged` charges it)."""
 
@@ -219,10 +250,18 @@ class Stop:
 
 
 def sequential_run(
-    dataset, strategy: str, seed: int, cap: int, settings: dict, choice, delay: float = DELAY_S
+    dataset,
+    strategy: str,
+    seed: int,
+    cap: int,
+    settings: dict,
+    choice,
+    delay: float = DELAY_S,
+    lag: int = 0,
 ):
     """`annotune.bench.run_once` (the same seed gives the same search) on one simulated
-    device: each measurement takes `delay`, each choice what it took here (or `choice`)."""
+    device: each measurement takes `delay`, each choice what it took here (or `choice`); with
+    `lag`, each choice without the newest `lag` results (`Lagged`)."""
     from annotune.search import Budget, create, run_search
 
     clock = Clock()
@@ -232,8 +271,9 @@ def sequential_run(
         return dataset.measure(rows)
 
     stop = Stop(dataset, clock)
+    search = create(strategy, **settings)
     run_search(
-        Charged(create(strategy, **settings), clock, choice),
+        Charged(Lagged(search, lag) if lag else search, clock, choice),
         dataset.candidates,
         measure,
         budget=Budget(evaluations=cap),
@@ -282,6 +322,8 @@ def _one(mode: str, strategy: str, seed: int, cap: int, options: dict):
     if mode == "sequential_pick":
         settings = {"pick": options["pick"], "early_pick": max(1, options["pick"] // 2)}
         return sequential_run(_DATASET, strategy, seed, cap, settings, choice, delay)
+    if mode == "sequential_lag":
+        return sequential_run(_DATASET, strategy, seed, cap, {}, choice, delay, options["lag"])
     return concurrent_run(_DATASET, strategy, seed, cap, options["devices"], choice, delay)
 
 
@@ -293,6 +335,7 @@ def quality(
     choice_seconds: float | None = None,
     sequential_pick: int | None = None,
     measure_seconds: float = DELAY_S,
+    lag: int | None = None,
 ) -> list[dict]:
     from annotune.bench import random_standards, run_seeds, standards_from_hits
     from annotune.results.replay import load_replay
@@ -311,8 +354,10 @@ def quality(
                 "choice_seconds": choice_seconds,
                 "measure_seconds": measure_seconds,
                 "pick": sequential_pick,
+                "lag": lag,
             }
             modes = ("sequential", "concurrent") + ("sequential_pick",) * bool(sequential_pick)
+            modes += ("sequential_lag",) * bool(lag)
             for mode in modes:
                 runs = list(
                     pool.map(
@@ -400,10 +445,15 @@ def main() -> int:
     parser.add_argument(
         "--sequential-pick", type=int, help="also the sequential search with batches of N"
     )
+    parser.add_argument(
+        "--lag", type=int, help="also the sequential search choosing without its newest L results"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
 
+    if args.lag is not None and args.lag < 1:
+        parser.error("--lag needs at least 1")
     if args.sequential_pick and args.strategy != "iterml":
         parser.error("--sequential-pick sets IterML's batches: it needs --strategy iterml")
     if args.quality:
@@ -416,19 +466,23 @@ def main() -> int:
             args.choice_seconds,
             args.sequential_pick,
             args.measure_seconds,
+            args.lag,
         )
         if args.json:
             print(json.dumps(rows, indent=1))
             return 0
-        picked = f"sequential, batches of {args.sequential_pick}"
-        columns = [f"{args.quality_devices} devices", *[picked] * bool(args.sequential_pick)]
-        heads = [f"{c} std1 / std2 | change | 90% interval | s to std1" for c in columns]
+        columns = {"concurrent": f"{args.quality_devices} devices"}
+        if args.sequential_pick:
+            columns["sequential_pick"] = f"sequential, batches of {args.sequential_pick}"
+        if args.lag:
+            columns["sequential_lag"] = f"sequential, {args.lag} results late"
+        heads = [f"{c} std1 / std2 | change | 90% interval | s to std1" for c in columns.values()]
         print("| dataset | sequential std1 / std2 | s to std1 | " + " | ".join(heads) + " |")
         print("|---" * (3 + 4 * len(columns)) + "|")
         for row in rows:
             s, cap = row["sequential"], row["cap"]
             cells = [f"{_std(s['std1'], cap)} / {_std(s['std2'], cap)} | {s['seconds_to_std1']}"]
-            for mode in ("concurrent", "sequential_pick")[: len(columns)]:
+            for mode in columns:
                 c = row[mode]
                 cells.append(
                     f"{_std(c['std1'], cap)} / {_std(c['std2'], cap)} | "
