@@ -28,8 +28,8 @@ little from run to run;
 figures on any machine). `--sequential-pick N` adds the sequential search with batches of N
 (N/2 while it learns): what choosing on fewer results costs without any concurrency. `--lag L`
 adds the sequential search whose every choice is made without its newest L results (`Lagged`):
-N = L devices with nothing waiting behind them and choices that take no time, the least any
-loop that keeps L devices busy leaves the search blind to. Each
+L devices still measuring whenever it chooses, with nothing waiting behind them and choices
+that take no time, about the least a loop that keeps L devices busy must hide from it. Each
 column also gives the median simulated seconds to 0.95 of the optimum (the time Standard 1
 counts in measurements): the sequential search on one device, where nothing overlaps, against
 N devices, and a 90% bootstrap interval of each change (`change_interval`): with 100 runs,

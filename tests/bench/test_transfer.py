@@ -116,7 +116,7 @@ def test_bench_transfer_on_the_command_line(cli, tmp_path):
         "NVIDIA RTX A4000",
         "AMD Radeon PRO W6600",
     ]
-    table = cli("bench", "--transfer", *paths, "--repeats", "2", "--workers", "1")
+    table = cli("bench", "--transfer", *paths, "--repeats", "1", "--workers", "1")
     assert table.exit_code == 0 and "zero-shot" in table.stdout
     alone = cli("bench", "--transfer", paths[0], "--repeats", "2")
     assert alone.exit_code == 2 and "shares its space" in alone.stderr
