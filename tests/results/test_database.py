@@ -205,9 +205,8 @@ def test_a_failed_transaction_leaves_nothing(db):
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_while_recording_keeps_the_measurement_then_stops(db, signum):
-    """Ctrl-C (or SIGTERM, which the CLI turns into an interrupt) between BEGIN and COMMIT used
-    to leave the connection in a transaction, so the best-so-far write after the stop failed
-    with "cannot start a transaction within a transaction"."""
+    """Ctrl-C (or SIGTERM, which the CLI turns into an interrupt) inside a transaction used to
+    roll back the measurement being recorded; now it is committed, and then the stop comes."""
     study = db.open_study(KEY)
 
     def interrupt(_signum, _frame):
@@ -231,8 +230,9 @@ def test_a_signal_while_recording_keeps_the_measurement_then_stops(db, signum):
 
 
 class _SignalledAfterBegin:
-    """The database's connection, raising `signum` on this process the moment BEGIN returns:
-    where a Ctrl-C in CI once landed, before the transaction's `with` block was entered."""
+    """The database's connection, raising `signum` on this process the moment BEGIN returns,
+    before the transaction's `with` block is entered: most likely where CI's SIGTERM landed
+    when a stopped tune failed with "cannot start a transaction within a transaction"."""
 
     def __init__(self, conn: sqlite3.Connection, signum: int) -> None:
         self.conn, self.signum = conn, signum
