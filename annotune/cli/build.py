@@ -294,8 +294,8 @@ def _check_reaches(problem: Problem, file: Path, text: str, header: Path) -> Non
         message,
         first.location,
         hint=f"for code you own, `annotune lift {file} --write` lets the header set it; for "
-        "code you must not edit, add `--shadow-dir DIR`: tuned copies of the files to compile "
-        "instead",
+        "code you must not edit, add `--shadow-dir DIR` (SHADOW in CMake's "
+        "annotune_tuned_header): tuned copies of the files to compile instead",
     )
 
 

@@ -3,7 +3,8 @@
 #   find_package(annotune 0.1 CONFIG REQUIRED)   # cmake -Dannotune_DIR="$(annotune --cmake-dir)"
 #   include(<annotune --cmake-dir>/annotuneConfig.cmake)   # or include it directly
 #
-#   annotune_tuned_header(<target> SOURCE <file> [DEVICE <name> | PER_ARCH] [OUTPUT <header>])
+#   annotune_tuned_header(<target> SOURCE <file> [DEVICE <name> | PER_ARCH] [OUTPUT <header>]
+#                         [SHADOW])
 #
 # The CMake form of the Makefile rule in annotune's README: the build runs
 # `annotune build <file> -o <header> [--device <name>]` and force-includes <header> in the
@@ -14,6 +15,14 @@
 # this machine's GPU or CPU): a build directory belongs to one machine. PER_ARCH, for a CUDA
 # target built for several architectures, runs `annotune build --per-arch` instead: one header
 # holding every committed GPU's values, chosen by __CUDA_ARCH__ on the device side.
+#
+# SHADOW is for code you must not edit whose knobs are unguarded #defines (declared in
+# annotune.toml), which a force-included header cannot override: the step runs
+# `annotune build --shadow-dir`, which writes tuned copies of <file> and the local headers it
+# reads, and the target compiles the copy of <file> in place of <file>, with the copies'
+# directories first on its include path. Where the copies go and what they are made from is
+# asked of `annotune build` when CMake configures; a change to any of those files configures
+# again (vendored files seldom change).
 #
 # Sets ANNOTUNE_EXECUTABLE (cache: the annotune the build runs; first the one installed beside
 # this module's Python, then PATH) and annotune_INCLUDE_DIR (annotune_timing.h, for programs
@@ -51,18 +60,18 @@ unset(_annotune_missing)
 
 function(annotune_tuned_header)
   set(usage "annotune_tuned_header(<target> SOURCE <file> [DEVICE <name> | PER_ARCH] "
-            "[OUTPUT <header>])")
+            "[OUTPUT <header>] [SHADOW])")
   string(CONCAT usage ${usage})
   if(ARGC LESS 1)
     message(FATAL_ERROR "annotune_tuned_header: no arguments; usage: ${usage}")
   endif()
   set(target "${ARGV0}")
   set(where "annotune_tuned_header(${target})")
-  if(target MATCHES "^(SOURCE|DEVICE|OUTPUT|PER_ARCH)$")
+  if(target MATCHES "^(SOURCE|DEVICE|OUTPUT|PER_ARCH|SHADOW)$")
     message(FATAL_ERROR "annotune_tuned_header: the target is missing: the first argument "
                         "names it, before ${target}; usage: ${usage}")
   endif()
-  cmake_parse_arguments(PARSE_ARGV 1 arg "PER_ARCH" "SOURCE;DEVICE;OUTPUT" "")
+  cmake_parse_arguments(PARSE_ARGV 1 arg "PER_ARCH;SHADOW" "SOURCE;DEVICE;OUTPUT" "")
   if(arg_UNPARSED_ARGUMENTS)
     list(GET arg_UNPARSED_ARGUMENTS 0 first)
     message(FATAL_ERROR "${where}: unknown argument '${first}'; usage: ${usage}")
@@ -117,8 +126,15 @@ function(annotune_tuned_header)
       message(FATAL_ERROR "${where}: DEVICE and PER_ARCH exclude each other: PER_ARCH holds "
                           "every device's values; usage: ${usage}")
     endif()
+    if(arg_SHADOW)
+      message(FATAL_ERROR "${where}: SHADOW and PER_ARCH exclude each other: a copy of the "
+                          "source holds one value of each parameter; usage: ${usage}")
+    endif()
     set(device_args --per-arch)
     set(device "every architecture")
+  endif()
+  if(arg_SHADOW)
+    _annotune_compile_copy(CHECK)
   endif()
 
   # One step per header: targets that share a header share its step, so no two rules write one
@@ -129,7 +145,7 @@ function(annotune_tuned_header)
   if(made)
     list(GET made 0 step)
     list(GET made 1 made_from)
-    if(NOT made_from STREQUAL "${source}|${arg_DEVICE}|${arg_PER_ARCH}")
+    if(NOT made_from STREQUAL "${source}|${arg_DEVICE}|${arg_PER_ARCH}|${arg_SHADOW}")
       message(FATAL_ERROR "${where}: ${output} is already the tuned header of another source or "
                           "device (${made_from}); give this one its own OUTPUT")
     endif()
@@ -140,17 +156,35 @@ function(annotune_tuned_header)
     endif()
     # The committed headers of every device; CONFIGURE_DEPENDS notices one added after this.
     file(GLOB tuned CONFIGURE_DEPENDS "${source_dir}/tuned/*/${stem}.h")
+    set(shadow_outputs "")
+    set(shadow_inputs "")
+    if(arg_SHADOW)
+      set(shadow_dir "${CMAKE_CURRENT_BINARY_DIR}/annotune/${step}.shadow")
+      list(APPEND device_args --shadow-dir "${shadow_dir}")
+      _annotune_shadow_layout()
+      set_property(GLOBAL PROPERTY "ANNOTUNE_SHADOW_${key}" "${shadow_copy};${shadow_dirs}")
+      set(shadow_outputs "${shadow_copy}")
+      # Another include, or a header moved, changes where the copies go: configure again.
+      set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${shadow_inputs})
+      set(device "${device}, in tuned copies")
+    endif()
     add_custom_command(
-      OUTPUT "${output}"
+      OUTPUT "${output}" ${shadow_outputs}
       COMMAND "${ANNOTUNE_EXECUTABLE}" build "${source}" -o "${output}" ${device_args}
-      DEPENDS "${source}" ${tuned}
+      DEPENDS "${source}" ${tuned} ${shadow_inputs}
       COMMENT "annotune build ${stem}: the tuned header for ${device}"
       VERBATIM)
-    add_custom_target("${step}" DEPENDS "${output}")
+    add_custom_target("${step}" DEPENDS "${output}" ${shadow_outputs})
     set_property(GLOBAL PROPERTY "ANNOTUNE_HEADER_${key}" "${step}"
-                 "${source}|${arg_DEVICE}|${arg_PER_ARCH}")
+                 "${source}|${arg_DEVICE}|${arg_PER_ARCH}|${arg_SHADOW}")
   endif()
   add_dependencies("${target}" "${step}")
+  if(arg_SHADOW)
+    get_property(shadow GLOBAL PROPERTY "ANNOTUNE_SHADOW_${key}")
+    list(POP_FRONT shadow shadow_copy)
+    _annotune_compile_copy(REPLACE)
+    target_include_directories("${target}" BEFORE PRIVATE ${shadow})
+  endif()
 
   # The header's path inside a generator expression: these three characters would end it.
   string(REPLACE ">" "$<ANGLE-R>" escaped "${output}")
@@ -174,6 +208,95 @@ function(annotune_tuned_header)
       continue()
     endif()
     target_compile_options("${target}" PRIVATE "$<$<COMPILE_LANGUAGE:${lang}>:${option}>")
+  endforeach()
+endfunction()
+
+# SHADOW, when CMake configures: `annotune build --shadow-dir` writes the copies (and the
+# header) once to say where they are: sets shadow_copy (the copy of the source to compile),
+# shadow_dirs (the include directories that must come first) and shadow_inputs (every file the
+# copies are made from) in the caller.
+macro(_annotune_shadow_layout)
+  execute_process(
+    COMMAND "${ANNOTUNE_EXECUTABLE}" build "${source}" -o "${output}" ${device_args} --json
+    WORKING_DIRECTORY "${CMAKE_CURRENT_BINARY_DIR}"
+    RESULT_VARIABLE _annotune_status
+    OUTPUT_VARIABLE _annotune_json
+    ERROR_VARIABLE _annotune_said)
+  string(STRIP "${_annotune_said}" _annotune_said)
+  if(NOT _annotune_status EQUAL 0)
+    message(FATAL_ERROR "${where}: SHADOW: annotune build could not make the tuned copies of "
+                        "${source}:\n${_annotune_said}")
+  elseif(_annotune_said)
+    message(STATUS "${_annotune_said}")
+  endif()
+  string(JSON _annotune_count ERROR_VARIABLE _annotune_bad LENGTH "${_annotune_json}" shadow)
+  if(_annotune_bad OR _annotune_count LESS 1)
+    message(FATAL_ERROR "${where}: SHADOW: ${ANNOTUNE_EXECUTABLE} did not say where the copies "
+                        "are (${_annotune_bad}); is it the annotune of this module?")
+  endif()
+  math(EXPR _annotune_last "${_annotune_count} - 1")
+  set(shadow_dirs "")
+  foreach(_annotune_i RANGE ${_annotune_last})
+    string(JSON _annotune_arg GET "${_annotune_json}" shadow ${_annotune_i})
+    if(_annotune_i EQUAL _annotune_last)
+      set(shadow_copy "${_annotune_arg}")
+    elseif(_annotune_arg MATCHES "^-I(.+)$")
+      list(APPEND shadow_dirs "${CMAKE_MATCH_1}")
+    endif()
+  endforeach()
+  file(READ "${shadow_dir}/.annotune-shadow.json" _annotune_manifest)
+  string(JSON _annotune_count LENGTH "${_annotune_manifest}" inputs)
+  set(shadow_inputs "")
+  if(_annotune_count GREATER 0)
+    math(EXPR _annotune_last "${_annotune_count} - 1")
+    foreach(_annotune_i RANGE ${_annotune_last})
+      string(JSON _annotune_input MEMBER "${_annotune_manifest}" inputs ${_annotune_i})
+      list(APPEND shadow_inputs "${_annotune_input}")
+    endforeach()
+  endif()
+endmacro()
+
+# SHADOW: the target compiles shadow_copy in place of source, with the properties set on
+# source (its language, definitions, options, include directories). CHECK only checks that the
+# target compiles source, before the copies are made.
+function(_annotune_compile_copy mode)
+  get_target_property(_annotune_sources "${target}" SOURCES)
+  get_target_property(_annotune_base "${target}" SOURCE_DIR)
+  set(_annotune_kept "")
+  set(_annotune_found FALSE)
+  foreach(_annotune_item IN LISTS _annotune_sources)
+    if(NOT _annotune_item MATCHES "[$]<")
+      get_filename_component(_annotune_path "${_annotune_item}" ABSOLUTE
+                             BASE_DIR "${_annotune_base}")
+      if(_annotune_path STREQUAL source OR
+         (mode STREQUAL "REPLACE" AND _annotune_path STREQUAL shadow_copy))
+        if(mode STREQUAL "REPLACE")
+          set(_annotune_item "${shadow_copy}")
+        endif()
+        set(_annotune_found TRUE)
+      endif()
+    endif()
+    list(APPEND _annotune_kept "${_annotune_item}")
+  endforeach()
+  if(NOT _annotune_found)
+    message(FATAL_ERROR "${where}: SHADOW compiles a tuned copy of ${source} in its place, but "
+                        "${source} is not one of '${target}''s sources; give SOURCE the file "
+                        "the target compiles")
+  endif()
+  if(mode STREQUAL "CHECK")
+    return()
+  endif()
+  set_property(TARGET "${target}" PROPERTY SOURCES "${_annotune_kept}")
+  set_source_files_properties("${shadow_copy}" TARGET_DIRECTORY "${target}"
+                              PROPERTIES GENERATED TRUE)
+  foreach(_annotune_property IN ITEMS LANGUAGE COMPILE_DEFINITIONS COMPILE_OPTIONS
+                                      INCLUDE_DIRECTORIES)
+    get_source_file_property(_annotune_value "${source}" TARGET_DIRECTORY "${target}"
+                             ${_annotune_property})
+    if(NOT _annotune_value STREQUAL "NOTFOUND")
+      set_source_files_properties("${shadow_copy}" TARGET_DIRECTORY "${target}"
+                                  PROPERTIES ${_annotune_property} "${_annotune_value}")
+    endif()
   endforeach()
 endfunction()
 

@@ -302,3 +302,116 @@ def test_per_arch_builds_one_header_with_every_gpus_values(tmp_path):
     text = (tmp_path / "build" / "annotune" / "k.tuned.h").read_text()
     assert "__CUDA_ARCH__" in text
     assert re.search(r"#define BX 64\b", text) and re.search(r"#define BX 128\b", text)
+
+
+PROJECT = ROOT / "tests" / "realcode" / "project"
+"""A vendored benchmark whose knob, TILE, is an unguarded #define in include/tinyconf.h."""
+
+SMOOTH_CMAKE = """cmake_minimum_required(VERSION 3.20)
+project(smooth LANGUAGES C)
+find_package(annotune 0.1 CONFIG REQUIRED)
+add_executable(smooth src/smooth.c)
+target_include_directories(smooth PRIVATE include)
+annotune_tuned_header(smooth SOURCE src/smooth.c {options})
+"""
+
+
+def _vendored(tmp_path: Path, options: str) -> tuple[Path, Path]:
+    """A copy of the vendored project with a CMakeLists.txt of the user's, and its build dir."""
+    project = tmp_path / "project"
+    for part in ("src", "include", "data"):
+        shutil.copytree(PROJECT / part, project / part)
+    shutil.copy(PROJECT / "annotune.toml", project / "annotune.toml")
+    (project / "CMakeLists.txt").write_text(SMOOTH_CMAKE.format(options=options))
+    return project, tmp_path / "build"
+
+
+def _commit_tuned(project: Path, tile: int) -> Path:
+    source = project / "src" / "smooth.c"
+    header = tuned_header_path(source, DEVICE)
+    header.parent.mkdir(parents=True, exist_ok=True)
+    header.write_text(
+        render_header(
+            read_problem(source),
+            {"TILE": tile},
+            device=DEVICE,
+            space_size=5,
+            measurements=5,
+            default_time=2.0,
+            best_time=1.0,
+            tool_version="t",
+        )
+    )
+    return header
+
+
+def _smooth_compiles(log: str) -> int:
+    return len(re.findall(r" -c \S*smooth\.c\b", log))
+
+
+@pytest.mark.parametrize("generator", GENERATORS)
+def test_shadow_compiles_tuned_copies_of_code_you_must_not_edit(tmp_path, generator):
+    """SHADOW: the unguarded TILE takes the tuned value through a copy of the source and its
+    header; the vendored files stay as they were; the copy follows the tuned header and the
+    originals, and a build with nothing changed compiles nothing."""
+    project, build = _vendored(tmp_path, "SHADOW")
+    vendored = {p: p.read_bytes() for p in project.rglob("*") if p.is_file()}
+    _run("cmake", "-S", project, "-B", build, "-G", generator, f"-Dannotune_DIR={CMAKE_DIR}",
+         "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON")  # fmt: skip
+
+    def rebuild() -> int:
+        return _smooth_compiles(_run("cmake", "--build", build, "-v"))
+
+    assert rebuild() == 1
+    command, _ = _command(build)
+    compiled = Path(command[command.index("-c") + 1])
+    assert compiled.name == "smooth.c" and build in compiled.parents  # the copy, not src/
+    assert "#define TILE 8" in _macros(build)  # no tuned header yet: the default
+    assert rebuild() == 0
+
+    tuned = _commit_tuned(project, 32)
+    assert rebuild() == 1
+    assert "#define TILE 32" in _macros(build)
+    assert "kernel took" in _run(build / "smooth", "data/weights.txt", cwd=project)
+    later = tuned.stat().st_mtime + 5  # re-tuned to the same values: nothing recompiles
+    os.utime(tuned, (later, later))
+    assert rebuild() == 0
+    assert {p: p.read_bytes() for p in vendored} == vendored  # nothing vendored was touched
+
+    conf = project / "include" / "tinyconf.h"  # the vendor's next release: the copy follows
+    conf.write_text(conf.read_text().replace("#define TILE 8", "#define TILE 8\n#define EXTRA 5"))
+    assert rebuild() == 1
+    macros = _macros(build)
+    assert "#define EXTRA 5" in macros and "#define TILE 32" in macros
+
+
+def test_without_shadow_an_unguarded_tuned_define_fails_the_build_naming_shadow(tmp_path):
+    """A force-included header cannot set an unguarded #define: the build stops at the define,
+    and the way out it names is SHADOW."""
+    project, build = _vendored(tmp_path, "")
+    _commit_tuned(project, 32)
+    _run("cmake", "-S", project, "-B", build, f"-Dannotune_DIR={CMAKE_DIR}")
+    done = subprocess.run(
+        ["cmake", "--build", str(build)], env=_env(), capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode != 0
+    said = " ".join((done.stdout + done.stderr).split())
+    assert "tinyconf.h:6:9: error: TILE is tuned to 32" in said, said
+    assert "SHADOW in CMake's annotune_tuned_header" in said
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        ("annotune_tuned_header(m SOURCE m.c SHADOW PER_ARCH)", "SHADOW and PER_ARCH exclude"),
+        (
+            "annotune_tuned_header(m SOURCE other.c SHADOW)",
+            "other.c is not one of 'm''s sources",
+        ),
+    ],
+)
+def test_shadow_misuse_stops_the_configuration_with_a_clear_message(tmp_path, call, message):
+    (tmp_path / "other.c").write_text("int other;\n")
+    done = _configure(tmp_path, INCLUDE + call)
+    assert done.returncode != 0
+    assert message in " ".join(done.stderr.split()), done.stderr
