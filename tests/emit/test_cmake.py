@@ -272,6 +272,25 @@ def test_without_an_annotune_command_configuring_fails_with_the_way_out(tmp_path
     assert "-DANNOTUNE_EXECUTABLE" in " ".join(included.stderr.split())
 
 
+def _commit_tuned(source: Path, device: str, values: dict[str, int]) -> Path:
+    """The tuned header a tune on `device` would commit beside `source`."""
+    header = tuned_header_path(source, device)
+    header.parent.mkdir(parents=True, exist_ok=True)
+    header.write_text(
+        render_header(
+            read_problem(source),
+            values,
+            device=device,
+            space_size=5,
+            measurements=5,
+            default_time=2.0,
+            best_time=1.0,
+            tool_version="t",
+        )
+    )
+    return header
+
+
 def test_per_arch_builds_one_header_with_every_gpus_values(tmp_path):
     """PER_ARCH runs `annotune build --per-arch`: the header chooses by __CUDA_ARCH__."""
     source = tmp_path / "k.cu"
@@ -279,22 +298,8 @@ def test_per_arch_builds_one_header_with_every_gpus_values(tmp_path):
         "#ifndef BX\n#define BX 32 // @tune values(32, 64, 128)\n#endif\n"
         "__global__ void k(float *a) { a[threadIdx.x] = BX; }\n"
     )
-    problem = read_problem(source)
     for gpu, value in (("NVIDIA A100-PCIE-40GB", 64), ("NVIDIA H100 80GB HBM3", 128)):
-        header = tuned_header_path(source, gpu)
-        header.parent.mkdir(parents=True)
-        header.write_text(
-            render_header(
-                problem,
-                {"BX": value},
-                device=gpu,
-                space_size=3,
-                measurements=3,
-                default_time=2.0,
-                best_time=1.0,
-                tool_version="t",
-            )
-        )
+        _commit_tuned(source, gpu, {"BX": value})
     body = INCLUDE + "annotune_tuned_header(m SOURCE k.cu PER_ARCH)"
     done = _configure(tmp_path, body)
     assert done.returncode == 0, done.stderr
@@ -326,25 +331,6 @@ def _vendored(tmp_path: Path, options: str) -> tuple[Path, Path]:
     return project, tmp_path / "build"
 
 
-def _commit_tuned(project: Path, tile: int) -> Path:
-    source = project / "src" / "smooth.c"
-    header = tuned_header_path(source, DEVICE)
-    header.parent.mkdir(parents=True, exist_ok=True)
-    header.write_text(
-        render_header(
-            read_problem(source),
-            {"TILE": tile},
-            device=DEVICE,
-            space_size=5,
-            measurements=5,
-            default_time=2.0,
-            best_time=1.0,
-            tool_version="t",
-        )
-    )
-    return header
-
-
 def _smooth_compiles(log: str) -> int:
     return len(re.findall(r" -c \S*smooth\.c\b", log))
 
@@ -369,7 +355,7 @@ def test_shadow_compiles_tuned_copies_of_code_you_must_not_edit(tmp_path, genera
     assert "#define TILE 8" in _macros(build)  # no tuned header yet: the default
     assert rebuild() == 0
 
-    tuned = _commit_tuned(project, 32)
+    tuned = _commit_tuned(project / "src" / "smooth.c", DEVICE, {"TILE": 32})
     assert rebuild() == 1
     assert "#define TILE 32" in _macros(build)
     assert "kernel took" in _run(build / "smooth", "data/weights.txt", cwd=project)
@@ -389,7 +375,7 @@ def test_without_shadow_an_unguarded_tuned_define_fails_the_build_naming_shadow(
     """A force-included header cannot set an unguarded #define: the build stops at the define,
     and the way out it names is SHADOW."""
     project, build = _vendored(tmp_path, "")
-    _commit_tuned(project, 32)
+    _commit_tuned(project / "src" / "smooth.c", DEVICE, {"TILE": 32})
     _run("cmake", "-S", project, "-B", build, f"-Dannotune_DIR={CMAKE_DIR}")
     done = subprocess.run(
         ["cmake", "--build", str(build)], env=_env(), capture_output=True, text=True, timeout=120
