@@ -1,8 +1,8 @@
 """Scale-out: configurations a minute on 1, 2, 4 and 8 devices, and what it costs the search.
 
-    python benchmarks/scaleout.py [--json] [--devices 1 2 4 8] [--per-device 40]
+    python benchmarks/scaleout.py [--json] [--devices 1 2 4 8] [--per-device 40] [--sync]
     python benchmarks/scaleout.py --quality [--repeats 100] [--quality-devices 8]
-        [--choice-seconds S] [--measure-seconds S] [--sequential-pick N] [--lag L]
+        [--choice-seconds S] [--measure-seconds S] [--sequential-pick N] [--lag L] [--sync]
         [DATASET ...]
 
 (a) Throughput (the default): `examples/cuda/convolution/convolution.cu` tuned through Ray
@@ -32,8 +32,14 @@ L devices still measuring whenever it chooses, with nothing waiting behind them 
 that take no time, about the least a loop that keeps L devices busy must hide from it. Each
 column also gives the median simulated seconds to 0.95 of the optimum (the time Standard 1
 counts in measurements): the sequential search on one device, where nothing overlaps, against
-N devices, and a 90% bootstrap interval of each change (`change_interval`): with 100 runs,
-two seed sets of the same sequential search give standards up to 24% apart.
+N devices, and a 90% bootstrap interval of each change (`change_interval`, the runs paired by
+seed): with 100 runs, two seed sets of the same sequential search give standards up to 24%
+apart.
+
+`--sync` measures `tune --sync` instead of the default: in (a) the Ray tunes run with it, in
+(b) a column adds the sequential search's own batches, each measured on the N devices at once
+and waited for whole (`annotune.session.concurrent.measure_whole`): the same runs as the
+sequential search, seed for seed, in fewer simulated seconds.
 """
 
 from __future__ import annotations
@@ -61,7 +67,9 @@ DELAY_S = 0.1
 # -- (a) throughput through Ray ------------------------------------------------------------------
 
 
-def throughput(devices: list[int], per_device: int, strategy: str) -> list[dict]:
+def throughput(
+    devices: list[int], per_device: int, strategy: str, sync: bool = False
+) -> list[dict]:
     import ray
 
     from annotune.annotate import read_problem
@@ -90,6 +98,7 @@ def throughput(devices: list[int], per_device: int, strategy: str) -> list[dict]
                     recheck=0,
                     drift_every=0,
                     transfer=False,
+                    sync=sync,
                 )
                 began = time.perf_counter()
                 (report,) = tune_devices(problem, options)
@@ -305,6 +314,29 @@ def concurrent_run(
     return stop.hit, stop.seconds
 
 
+def sync_run(
+    dataset, strategy: str, seed: int, cap: int, devices: int, choice, delay: float = DELAY_S
+):
+    """The sequential search's own batches, each measured on `devices` simulated devices at
+    once and waited for whole (`tune --sync`, `annotune.session.concurrent.measure_whole`)."""
+    from functools import partial
+
+    from annotune.search import Budget, create, run_search
+    from annotune.session.concurrent import measure_whole
+
+    pool = SimulatedDevices(dataset, devices, np.random.default_rng([seed, 7]), delay)
+    stop = Stop(dataset, pool)
+    run_search(
+        Charged(create(strategy), pool, choice),
+        dataset.candidates,
+        partial(measure_whole, pool),
+        budget=Budget(evaluations=cap),
+        rng=np.random.default_rng(seed),
+        on_batch=stop,
+    )
+    return stop.hit, stop.seconds
+
+
 _DATASET = None
 
 
@@ -324,6 +356,8 @@ def _one(mode: str, strategy: str, seed: int, cap: int, options: dict):
         return sequential_run(_DATASET, strategy, seed, cap, settings, choice, delay)
     if mode == "sequential_lag":
         return sequential_run(_DATASET, strategy, seed, cap, {}, choice, delay, options["lag"])
+    if mode == "sync":
+        return sync_run(_DATASET, strategy, seed, cap, options["devices"], choice, delay)
     return concurrent_run(_DATASET, strategy, seed, cap, options["devices"], choice, delay)
 
 
@@ -336,6 +370,7 @@ def quality(
     sequential_pick: int | None = None,
     measure_seconds: float = DELAY_S,
     lag: int | None = None,
+    sync: bool = False,
 ) -> list[dict]:
     from annotune.bench import random_standards, run_seeds, standards_from_hits
     from annotune.results.replay import load_replay
@@ -358,6 +393,7 @@ def quality(
             }
             modes = ("sequential", "concurrent") + ("sequential_pick",) * bool(sequential_pick)
             modes += ("sequential_lag",) * bool(lag)
+            modes += ("sync",) * sync
             for mode in modes:
                 runs = list(
                     pool.map(
@@ -392,17 +428,21 @@ def quality(
 def change_interval(
     before: list[int | None], after: list[int | None], cap: int, draws: int = 2000
 ) -> dict[str, list[float]]:
-    """A 90% bootstrap interval of each standard's change (after / before - 1), the runs of
-    each search resampled with replacement: with 100 runs, two seed sets of the same search
-    give standards up to 24% apart, so a change is only told from noise with its interval.
-    A standard not reached counts as the cap."""
+    """A 90% bootstrap interval of each standard's change (after / before - 1): with 100 runs,
+    two seed sets of the same search give standards up to 24% apart, so a change is only told
+    from noise with its interval. The runs are paired by seed (`before[i]` and `after[i]` ran
+    with the same one) and resampled in pairs, so a search that makes the same runs as the
+    other (`--sync`) shows no change at all. A standard not reached counts as the cap."""
     from annotune.bench import standards_from_hits
 
+    if len(before) != len(after):
+        raise ValueError("the runs are paired by seed: give as many of each")
     rng = np.random.default_rng(0)
     changes: dict[str, list[float]] = {"std1": [], "std2": []}
     for _ in range(draws):
-        b = standards_from_hits([before[i] for i in rng.integers(len(before), size=len(before))])
-        a = standards_from_hits([after[i] for i in rng.integers(len(after), size=len(after))])
+        picks = rng.integers(len(before), size=len(before))
+        b = standards_from_hits([before[i] for i in picks])
+        a = standards_from_hits([after[i] for i in picks])
         for name in changes:
             old, new = getattr(b, name) or cap, getattr(a, name) or cap
             changes[name].append(new / old - 1.0)
@@ -448,6 +488,11 @@ def main() -> int:
     parser.add_argument(
         "--lag", type=int, help="also the sequential search choosing without its newest L results"
     )
+    parser.add_argument(
+        "--sync",
+        action="store_true",
+        help="the devices measure the search's own batches, each waited for whole (tune --sync)",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
@@ -467,6 +512,7 @@ def main() -> int:
             args.sequential_pick,
             args.measure_seconds,
             args.lag,
+            args.sync,
         )
         if args.json:
             print(json.dumps(rows, indent=1))
@@ -476,6 +522,8 @@ def main() -> int:
             columns["sequential_pick"] = f"sequential, batches of {args.sequential_pick}"
         if args.lag:
             columns["sequential_lag"] = f"sequential, {args.lag} results late"
+        if args.sync:
+            columns["sync"] = f"{args.quality_devices} devices, --sync"
         heads = [f"{c} std1 / std2 | change | 90% interval | s to std1" for c in columns.values()]
         print("| dataset | sequential std1 / std2 | s to std1 | " + " | ".join(heads) + " |")
         print("|---" * (3 + 4 * len(columns)) + "|")
@@ -493,7 +541,7 @@ def main() -> int:
             print(f"| {row['dataset']} | " + " | ".join(cells) + " |")
         return 0
 
-    rows = throughput(args.devices, args.per_device, args.strategy)
+    rows = throughput(args.devices, args.per_device, args.strategy, args.sync)
     if args.json:
         print(
             json.dumps(

@@ -348,6 +348,17 @@ def tune_command(
             help="Seconds each replay measurement takes, or 'recorded' (the recorded time).",
         ),
     ] = "0.1",
+    sync: Annotated[
+        bool,
+        typer.Option(
+            "--sync",
+            help="With --ray: the devices share the search's own batches (IterML: 5, then 10 "
+            "configurations), each finished before the next is chosen: the measurements a "
+            "one-device tune makes, with devices idle at times. Default: every device kept "
+            "busy, each choice made on the results in so far (more measurements to the same "
+            "result, sooner).",
+        ),
+    ] = False,
     gpus: GpusOption = None,
     config: ConfigPath = None,
     json: JsonFlag = False,
@@ -406,6 +417,7 @@ def tune_command(
             devices=devices,  # type: ignore[arg-type]  # checked by _device_count
             replay=tuple(replay or ()),
             replay_delay=None if replay_delay == "recorded" else float(replay_delay),
+            sync=sync,
         )
         if sizes is not None:
             if compile_only:

@@ -29,6 +29,10 @@ The budget is enforced as `run_search` enforces it, in this one loop: the rows i
 against it before anything more is asked, and rows still in flight when the budget, the clock
 or the callback stops the search are measured and told, never dropped. Which device measures
 what, and lost devices, are the `DevicePool`'s business, not the strategy's.
+
+`measure_whole` is the other way to use several devices: the strategy's own batches, each
+measured on all the devices at once and waited for whole (`tune --sync`). It makes the
+measurements the search makes on one device, and keeps the devices less busy.
 """
 
 from __future__ import annotations
@@ -180,6 +184,20 @@ def run_concurrent_search(
         tell()
     outcome.stopped_by = stop or "exhausted"
     return outcome
+
+
+def measure_whole(measurements: Measurements, rows: Sequence[int]) -> list[Result]:
+    """Measure `rows` on all the devices at once and wait for every one: `run_search`'s
+    `measure` for a tune that keeps the sequential search's own batches (`tune --sync`). The
+    strategy then chooses as on one device, on every result, and makes the same
+    measurements; the devices wait for a batch's slowest row and for each choice. Results
+    come back in the order of `rows`, as one device would return them."""
+    measurements.start(rows)
+    landed: dict[int, Result] = {}
+    while len(landed) < len(rows):
+        for result in measurements.collect():
+            landed[result.index] = result
+    return [landed[row] for row in rows]
 
 
 @dataclass(frozen=True)

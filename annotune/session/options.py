@@ -79,6 +79,7 @@ class TuneArguments:
     devices: int | Literal["all"] | None = None  # --ray: how many (None: all GPUs, 1 replay)
     replay: tuple[Path, ...] = ()
     replay_delay: float | None = TuneOptions.replay_delay  # None: the recorded time
+    sync: bool = TuneOptions.sync
     objective: str = TuneOptions.objective
     gpus: Path | None = None  # the user's GPU table (`--gpus`): features for transfer
 
@@ -103,6 +104,11 @@ class TuneArguments:
         is a number (`all` counts GPUs)."""
         if self.ray_address is not None and not self.ray:
             raise AnnotuneError("--ray-address needs --ray")
+        if self.sync and not self.ray:
+            raise AnnotuneError(
+                "--sync is how several devices share the search: it needs --ray (without it "
+                "one device measures, and the search is already the sequential one)"
+            )
         if self.devices is not None and not self.ray:
             raise AnnotuneError(
                 "--devices needs --ray: without it annotune measures on this machine's device"
@@ -157,6 +163,7 @@ def tune_options(problem: Problem, given: TuneArguments) -> TuneOptions:
         devices=given.devices,
         replay=given.replay,
         replay_delay=given.replay_delay,
+        sync=given.sync,
         objective=given.objective,
         gpus=given.gpus,
     )

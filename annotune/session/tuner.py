@@ -34,6 +34,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, closing, contextmanager
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from threading import Event
 from typing import Any, Literal
@@ -71,6 +72,7 @@ from annotune.session.concurrent import (
     DeviceRate,
     DevicesLost,
     Work,
+    measure_whole,
     room,
     run_concurrent_search,
 )
@@ -116,6 +118,7 @@ class TuneOptions:
     devices: int | Literal["all"] | None = None  # --ray: how many; None: every GPU (1 replay)
     replay: tuple[Path, ...] = ()  # recordings served by replay devices instead of GPUs
     replay_delay: float | None = 0.1  # seconds a replay measurement takes; None: recorded
+    sync: bool = False  # several devices measure the search's own batches, each waited for whole
     objective: str = "time"  # what the search minimises: "time", "energy" or "edp" (OBJECTIVES)
     gpus: Path | None = None  # the user's GPU table (`--gpus`), over the config's [[gpu]]
 
@@ -587,16 +590,18 @@ def tune_on(
             left = None if options.budget is None else options.budget - session.progress.evaluations
             budget = Budget(max(0, left) if left is not None else None, options.seconds)
             search = _KnownFirst(strategy, known, stopwatch)
-            if flight is None:
+            if flight is None or options.sync:
                 run_search(
                     search,
                     candidates,
-                    session.measure,
+                    session.measure if flight is None else partial(measure_whole, flight),
                     budget=budget,
                     rng=rng,
                     batch_size=session.batch_size,
                     on_batch=session.after_batch,
                 )
+                if flight is not None:
+                    flight.drain()
             else:
                 run_concurrent_search(
                     search, candidates, flight, budget=budget, rng=rng, on_batch=session.after_batch

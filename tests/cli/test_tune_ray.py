@@ -48,6 +48,7 @@ def test_the_readme_ray_example_runs_as_written(cli, monkeypatch, tmp_path):
         (["--devices", "two", "--ray"], "must be a count from 1 or 'all'"),
         (["--ray-address", "auto"], "--ray-address needs --ray"),
         (["--devices", "2"], "--devices needs --ray"),
+        (["--sync", "--replay", "x.json"], "--sync is how several devices share the search"),
         (["--replay-delay", "-1", "--replay", "x.json"], "must be seconds from 0"),
         (["--replay", "a.json", "--replay", "b.json"], "add --ray"),
         (["--ray", "--compile-only"], "--compile-only compiles here"),

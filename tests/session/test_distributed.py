@@ -111,6 +111,23 @@ def test_replay_devices_share_one_study_and_measure_the_budget_in_parallel(proje
     assert report.recheck is not None  # on one device
 
 
+def test_sync_devices_measure_what_one_device_would(project, tmp_path_factory):
+    """--sync: 4 devices measure the search's own batches, so the tune measures exactly the
+    configurations a one-device tune with the same seed measures."""
+    problem = read_problem(project / "xy.c")
+    report = tune(problem, options(project, sync=True, budget=30))
+    alone = tmp_path_factory.mktemp("alone")
+    one = tune(problem, options(project, ray=False, devices=None, budget=30, db_path=alone / "r.db",
+                                out_dir=alone / "tuned"))  # fmt: skip
+
+    def configurations(r) -> list[tuple[int, int]]:
+        return sorted((int(m.params["X"]), int(m.params["Y"])) for m in stored(r))
+
+    assert report.evaluations == one.evaluations == 30
+    assert configurations(report) == configurations(one)
+    assert sum(1 for d in report.devices if d.measured > 0) > 1  # measured in parallel
+
+
 def test_the_time_waiting_on_the_devices_is_the_tunes_run_time(project):
     """Not "other": the report says where the wall time went."""
     report = tune(

@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 
 import numpy as np
 import pytest
 
 from annotune.core.records import Candidates, Result
-from annotune.search import Budget, Strategy, create
+from annotune.search import Budget, Strategy, create, run_search
 from annotune.session import concurrent
 from annotune.session.concurrent import (
     MARGIN,
     MAX_BATCH_PER_DEVICE,
     MIN_BATCH,
     batch_for,
+    measure_whole,
     room,
     run_concurrent_search,
 )
@@ -316,3 +318,53 @@ def test_real_strategies_never_get_a_row_twice(strategy):
     )
     rows = [r.index for r in outcome.results]
     assert len(rows) == len(set(rows)) == 60
+
+
+class Shuffled(Devices):
+    """Devices that finish what is in flight in an order of their own (seeded)."""
+
+    def __init__(self, devices: int, seed: int) -> None:
+        super().__init__(devices)
+        self.rng = np.random.default_rng(seed)
+
+    def collect(self) -> list[Result]:
+        self.in_flight = [int(r) for r in self.rng.permutation(self.in_flight)]
+        return super().collect()
+
+
+def test_measure_whole_starts_a_batch_at_once_and_returns_it_in_the_order_asked():
+    devices = Shuffled(4, seed=0)
+    rows = [7, 3, 9, 1, 0, 5, 2, 8, 6, 4]
+    results = measure_whole(devices, rows)
+    assert [r.index for r in results] == rows
+    assert [r.time for r in results] == [float(100 - row) for row in rows]
+    assert devices.most == len(rows) and not devices.in_flight
+
+
+def test_sync_devices_make_the_sequential_searchs_measurements():
+    """`tune --sync`: IterML measured batch by batch on 4 devices that finish in any order
+    chooses exactly as on one device (same seed, same rows, same order)."""
+    grid = np.array([(x, y) for x in range(20) for y in range(20)], dtype=np.float64)
+    candidates = Candidates(grid, ("X", "Y"))
+    times = 1.0 + (grid[:, 0] - 13.0) ** 2 + 0.5 * (grid[:, 1] - 4.0) ** 2
+
+    def one_device(rows: Sequence[int]) -> list[Result]:
+        return [Result(row, float(times[row])) for row in rows]
+
+    class Timed(Shuffled):
+        def collect(self) -> list[Result]:
+            return [Result(r.index, float(times[r.index])) for r in super().collect()]
+
+    def search(measure) -> list[tuple[int, float | None]]:
+        outcome = run_search(
+            create("iterml"),
+            candidates,
+            measure,
+            budget=Budget(evaluations=70),
+            rng=np.random.default_rng(3),
+        )
+        return [(r.index, r.time) for r in outcome.results]
+
+    sequential = search(one_device)
+    assert len(sequential) == 70
+    assert search(partial(measure_whole, Timed(4, seed=1))) == sequential
