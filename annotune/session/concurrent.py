@@ -194,7 +194,7 @@ def measure_whole(measurements: Measurements, rows: Sequence[int]) -> list[Resul
     come back in the order of `rows`, as one device would return them."""
     measurements.start(rows)
     landed: dict[int, Result] = {}
-    while len(landed) < len(rows):
+    while not landed.keys() >= set(rows):
         for result in measurements.collect():
             landed[result.index] = result
     return [landed[row] for row in rows]
