@@ -36,10 +36,10 @@ N devices, and a 90% bootstrap interval of each change (`change_interval`, the r
 seed): with 100 runs, two seed sets of the same sequential search give standards up to 24%
 apart.
 
-`--sync` measures `tune --sync` instead of the default: in (a) the Ray tunes run with it, in
-(b) a column adds the sequential search's own batches, each measured on the N devices at once
-and waited for whole (`annotune.session.concurrent.measure_whole`): the same runs as the
-sequential search, seed for seed, in fewer simulated seconds.
+`--sync` measures `tune --sync`: in (a) the Ray tunes run with it instead of the default; (b)
+gains a column, the sequential search's own batches, each measured on the N devices at once and
+waited for whole (`annotune.session.concurrent.measure_whole`): the same runs as the sequential
+search, seed for seed, in fewer simulated seconds.
 """
 
 from __future__ import annotations
