@@ -193,8 +193,9 @@ def measure_whole(measurements: Measurements, rows: Sequence[int]) -> list[Resul
     measurements; the devices wait for a batch's slowest row and for each choice. Results
     come back in the order of `rows`, as one device would return them."""
     measurements.start(rows)
+    wanted = set(rows)
     landed: dict[int, Result] = {}
-    while not landed.keys() >= set(rows):
+    while not landed.keys() >= wanted:
         for result in measurements.collect():
             landed[result.index] = result
     return [landed[row] for row in rows]

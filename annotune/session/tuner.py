@@ -600,12 +600,11 @@ def tune_on(
                     batch_size=session.batch_size,
                     on_batch=session.after_batch,
                 )
-                if flight is not None:
-                    flight.drain()
             else:
                 run_concurrent_search(
                     search, candidates, flight, budget=budget, rng=rng, on_batch=session.after_batch
                 )
+            if flight is not None:
                 flight.drain()
         except KeyboardInterrupt:
             interrupted = True
