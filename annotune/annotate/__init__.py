@@ -9,7 +9,13 @@ from pathlib import Path
 from annotune.annotate.collect import collect
 from annotune.annotate.config import FileConfig, find_config, load_file_config
 from annotune.annotate.device_code import device_code as _device_code
-from annotune.annotate.frontend import ParsedSource, check_readable, parse_source
+from annotune.annotate.frontend import (
+    ParsedSource,
+    check_readable,
+    compiler_macros,
+    language_of,
+    parse_source,
+)
 from annotune.annotate.kernel import declares_kernels, kernel_specs, parse_cuda
 from annotune.annotate.problem import ConstraintDecl, Problem, TunableParam, Use
 from annotune.core.diagnostics import AnnotuneError, Location
@@ -45,9 +51,21 @@ def read_problem_and_source(
     """`read_problem`, and the parsed files it came from, for tools that edit them (`lift`)."""
     check_readable(source)
     config = _file_config(source, config_path)
-    include_dirs = list(config.include_dirs) if config else []
-    defines = list(config.defines) if config else []
-    parsed = parse_source(source, include_dirs=include_dirs, defines=defines)
+    command = config or FileConfig("")  # no config: no compile command, the defaults
+    language = command.language or language_of(source)
+    # The compile command's -I directories are the project's as the `include` key's are; the
+    # compiler gets only the latter from annotune (`Problem.include_dirs`): it has the former.
+    include_dirs = [*command.command_include_dirs, *command.include_dirs]
+    set_by_command = {*command.undefined, *(_macro_name(d) for d in command.defines)}
+    predefined = compiler_macros(language, command.compiler)
+    defines = [*(m for m in predefined if m not in set_by_command), *command.defines]
+    parsed = parse_source(
+        source,
+        include_dirs=include_dirs,
+        defines=defines,
+        language=language,
+        flags=command.command_flags,
+    )
     problem = collect(parsed, config, fixed)
     if not problem.params:
         raise AnnotuneError(
@@ -68,9 +86,14 @@ def read_problem_and_source(
     )
     device = _device_code(parsed, translation_unit=ast) if kernels and ast is not None else None
     problem = dataclasses.replace(
-        problem, kernels=kernels, include_dirs=tuple(include_dirs), device_code=device
+        problem, kernels=kernels, include_dirs=command.include_dirs, device_code=device
     )
     return problem, parsed
+
+
+def _macro_name(define: str) -> str:
+    """NAME of a `NAME`, `NAME=VALUE` or `NAME(ARGS)=BODY` definition."""
+    return define.split("=", 1)[0].split("(", 1)[0]
 
 
 def _file_config(source: Path, config_path: Path | None) -> FileConfig | None:

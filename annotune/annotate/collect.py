@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from annotune.annotate.config import FileConfig
+from annotune.annotate.config import ConfigParam, FileConfig
 from annotune.annotate.frontend import Directive, ParsedSource, SourceFile, Token
 from annotune.annotate.grammar import (
     Domain,
@@ -31,6 +31,7 @@ from annotune.annotate.problem import (
     Use,
 )
 from annotune.core.diagnostics import AnnotuneError, Location
+from annotune.space.expressions import ExpressionError, evaluate_with_undefined, parse_expression
 
 _CONDITIONALS = {"if", "ifdef", "ifndef"}
 _ANNOTUNE_PRAGMAS = ("param", "constraint", "args", "kernel")
@@ -285,7 +286,11 @@ def _define(
 
 def _define_value(define: _Define) -> Number | None:
     """The number a #define expands to, if it is a (possibly negated, parenthesized) literal."""
-    texts = [t.text for t in define.value_tokens]
+    return _literal_value(define.value_tokens)
+
+
+def _literal_value(tokens: tuple[Token, ...]) -> Number | None:
+    texts = [t.text for t in tokens]
     while len(texts) >= 2 and texts[0] == "(" and texts[-1] == ")":
         texts = texts[1:-1]
     if texts in (["true"], ["false"]):
@@ -566,31 +571,287 @@ def _clause_of(words: tuple[Token, ...], index: int) -> str:
 def _add_config(collector: _Collector, config: FileConfig) -> None:
     for spec in config.params:
         define = collector.defines.get(spec.name)
-        if spec.default is not None:
-            default = spec.default
-        elif define is not None and _define_value(define) is not None:
-            default = _define_value(define)
-        else:
-            raise AnnotuneError(
-                f"'{spec.name}' is not #defined to a number in {collector.parsed.main.path} "
-                "or its local headers; give it a default in the config",
-                spec.location,
+        constant = None
+        if define is None or not define.active:
+            constant = _constant(collector, spec)
+        if constant is not None:
+            fixed = constant
+        elif define is not None and define.active and not define.guarded:
+            fixed = _Fixed(
+                "#define",
+                define.value_tokens,
+                define.value_span,
+                define.file.location(define.value_span.start)
+                if define.value_span
+                else define.name_location,
+                define.name_location,
+                define.function_like,
             )
-        _check_default(spec.name, spec.domain, default, spec.location)
+        else:
+            fixed = None
+        default = _config_default(collector, spec, define, fixed)
+        _check_default(spec.name, spec.domain, default, spec.default_location or spec.location)
+        if fixed is None and define is None and not _mentioned(collector, spec.name):
+            _not_found(collector, spec, config)
+        if fixed is not None:
+            guarded, location, span = False, fixed.name_location, fixed.span
+        elif define is not None:
+            guarded, location, span = define.guarded, define.name_location, define.value_span
+        else:
+            guarded, location, span = True, spec.location, None
         collector.add(
             TunableParam(
                 name=spec.name,
                 values=spec.domain.values,
                 default=default,
                 origin="config",
-                guarded=define.guarded if define is not None else True,
-                location=define.name_location if define is not None else spec.location,
+                guarded=guarded,
+                location=location,
                 domain=spec.domain.text,
-                value_span=define.value_span if define is not None else None,
+                value_span=span,
+                constant=constant is not None,
             )
         )
     for expr, location in config.constraints:
         collector.constraints.append(ConstraintDecl(expr, location, origin="config"))
+
+
+@dataclass(frozen=True)
+class _Fixed:
+    """A definition every build of the program gets and no `-D` reaches: an unguarded
+    `#define` the preprocessor keeps, or a constant's initializer. annotune sets it by
+    rewriting `span` in a copy; its value there is the parameter's default."""
+
+    kind: str  # "#define" or "constant", for messages
+    value_tokens: tuple[Token, ...]
+    span: TextSpan | None
+    value_location: Location
+    name_location: Location
+    function_like: bool = False
+
+
+def _config_default(
+    collector: _Collector, spec: ConfigParam, define: _Define | None, fixed: _Fixed | None
+) -> Number:
+    """A config parameter's default: the value the compiler sees when annotune passes nothing.
+
+    An unguarded `#define` the preprocessor keeps, or a constant, is what every build of the
+    program gets, and no `-D` or forced-include header can change it; a config `default` that
+    differs would make the baseline (and the header `build` writes) a program the user never
+    builds, so it is an error. A guarded or absent definition takes the config's default,
+    since `-D` reaches it.
+    """
+    if fixed is None:
+        if spec.default is not None:
+            return spec.default
+        if define is not None and _define_value(define) is not None:
+            return _define_value(define)
+        raise AnnotuneError(
+            f"'{spec.name}' is not #defined to a number in {collector.parsed.main.path} "
+            "or its local headers; give it a default in the config",
+            spec.location,
+        )
+    what = "unguarded #define" if fixed.kind == "#define" else "constant"
+    value = None if fixed.function_like else _compiler_value(collector, fixed.value_tokens)
+    where = fixed.value_location
+    at = f"{where.file}:{where.line}:{where.column}"
+    if value is None:
+        text = " ".join(t.text for t in fixed.value_tokens) or "nothing"
+        raise AnnotuneError(
+            f"'{spec.name}' is a {what} of '{text}' at {at}, which annotune cannot read as a "
+            "number: the default the compiler uses is unknown, so no baseline can be measured",
+            spec.default_location or spec.location,
+            hint=f"a knob that is a {what} needs a number (or an expression of numbers and "
+            "macros) as its value",
+        )
+    if spec.default is not None and spec.default != value:
+        raise AnnotuneError(
+            f"the config's default of {spec.name} is {_c_number(spec.default)}, but the "
+            f"compiler uses {_c_number(value)}: the {what} at {at}, which no -D or header "
+            "overrides",
+            spec.default_location or spec.location,
+            hint=f"drop `default` (the default of {spec.name} is the value its {what} gives, "
+            f"{_c_number(value)})"
+            + (", or guard the #define with #ifndef in code you own" if define else ""),
+        )
+    if value not in spec.domain.values:
+        raise AnnotuneError(
+            f"the default of {spec.name}, {_c_number(value)}, is not in its domain "
+            f"{spec.domain.text}: it is the value of the {what} at {at}, which every build "
+            "of the program gets",
+            spec.location,
+            hint=f"add {_c_number(value)} to the domain: the default is the baseline every "
+            "configuration is measured against",
+        )
+    return value
+
+
+_DECLARATION_ENDS = {";", "{", "}"}
+_CLOSING = {")": "(", "]": "[", "}": "{"}
+
+
+def _code_tokens(source: SourceFile) -> list[Token]:
+    """The file's tokens the compiler parses as C: no comments, no preprocessor lines, nothing
+    in a skipped `#if` branch."""
+    spans = sorted((d.hash_token.start, d.end) for d in source.directives)
+    tokens, at = [], 0
+    for token in source.tokens:
+        while at < len(spans) and spans[at][1] < token.start:
+            at += 1
+        in_directive = at < len(spans) and spans[at][0] <= token.start
+        if token.kind != "comment" and not in_directive and source.is_active(token.start):
+            tokens.append(token)
+    return tokens
+
+
+def _constant(collector: _Collector, spec: ConfigParam) -> _Fixed | None:
+    """The constant the config's parameter names, if the code declares one: a `const`,
+    `constexpr` or `static const` variable with an initializer, or an enumerator with a value
+    (`const int block_size = 256;`, `enum { TILE = 16 };`). Real code writes its knobs so, and
+    `-D` would replace the name itself; a copy with the initializer rewritten sets it.
+    Several declarations of the name are an error: which one is the knob is not clear."""
+    found: list[_Fixed] = []
+    for source in collector.parsed.files:
+        tokens = _code_tokens(source)
+        for index, token in enumerate(tokens):
+            if token.kind == "identifier" and token.text == spec.name:
+                value = _initializer(tokens, index)
+                if value is not None and _declares_constant(tokens, index):
+                    found.append(
+                        _Fixed(
+                            "constant",
+                            value,
+                            TextSpan(source.path, value[0].start, value[-1].end),
+                            source.location(value[0].start),
+                            source.location(token.start),
+                        )
+                    )
+    if len(found) > 1:
+        places = ", ".join(f"{f.name_location.file}:{f.name_location.line}" for f in found)
+        raise AnnotuneError(
+            f"'{spec.name}' is declared as a constant {len(found)} times ({places}): annotune "
+            "cannot tell which one is the knob",
+            spec.location,
+        )
+    return found[0] if found else None
+
+
+def _initializer(tokens: list[Token], index: int) -> tuple[Token, ...] | None:
+    """The tokens that initialize the name at `index` (`= 256`, `{256}`, `(256)`), up to the
+    `;`, `,` or closing bracket that ends them; None when no initializer follows the name."""
+    if index + 1 >= len(tokens) or tokens[index + 1].text not in ("=", "{", "("):
+        return None
+    opening = tokens[index + 1].text
+    depth = 1 if opening != "=" else 0
+    value: list[Token] = []
+    for token in tokens[index + 2 :]:
+        if token.text in ("(", "[", "{"):
+            depth += 1
+        elif token.text in _CLOSING:
+            depth -= 1
+            if depth < 0 or (depth == 0 and opening != "="):
+                break
+        elif depth == 0 and token.text in (";", ","):
+            break
+        value.append(token)
+    else:
+        return None
+    return tuple(value) or None
+
+
+def _declares_constant(tokens: list[Token], index: int) -> bool:
+    """Whether the name at `index` is declared there as a constant: an enumerator, or a
+    declarator whose declaration says `const` or `constexpr` and is no pointer, reference,
+    typedef or function parameter. The declaration starts after the `;`, `{` or `}` before it."""
+    depth, at = 0, index - 1
+    while at >= 0:
+        text = tokens[at].text
+        if text in _CLOSING:
+            depth += 1
+        elif text in ("(", "[", "{") and depth:
+            depth -= 1
+        elif text in _DECLARATION_ENDS or text in ("(", "["):
+            break
+        at -= 1
+    stop = tokens[at].text if at >= 0 else ";"
+    words = [t.text for t in tokens[at + 1 : index]]
+    previous = tokens[index - 1].text if index else ""
+    if stop == "{" and previous in ("{", ",") and _opens_enum(tokens, at):
+        return True  # an enumerator: `enum { A = 1, B = 2 }`
+    if stop in ("(", "[") or "typedef" in words:
+        return False
+    return bool({"const", "constexpr"} & set(words)) and previous not in ("*", "&", "&&", "::")
+
+
+def _opens_enum(tokens: list[Token], brace: int) -> bool:
+    """Whether the `{` at `brace` opens an enum's body (`enum`, `enum class E : int`)."""
+    at = brace - 1
+    while at >= 0 and tokens[at].text not in _DECLARATION_ENDS | {")"}:
+        if tokens[at].text == "enum":
+            return True
+        at -= 1
+    return False
+
+
+def _mentioned(collector: _Collector, name: str) -> bool:
+    """Whether any of the user's files names `name`, in code or a directive, kept or skipped."""
+    return any(
+        token.kind == "identifier" and token.text == name
+        for source in collector.parsed.files
+        for token in source.tokens
+    )
+
+
+def _not_found(collector: _Collector, spec: ConfigParam, config: FileConfig) -> None:
+    """AnnotuneError for a config parameter nothing can set: no macro, no constant, no use in
+    the user's files and no `{NAME}` in an env value. A -D for it would change nothing, and
+    every configuration would be the same program."""
+    named = any(f"{{{spec.name}}}" in setting.value for setting in config.settings.env)
+    if named:
+        return
+    raise AnnotuneError(
+        f"'{spec.name}' is neither a macro, a constant, nor a name the code uses in "
+        f"{collector.parsed.main.path} or its local headers, and no [file.env] value names "
+        f"{{{spec.name}}}: no configuration would change the program",
+        spec.location,
+        hint="name a #define, a const/constexpr variable or an enumerator of the source, or "
+        f'use it in the environment (OMP_NUM_THREADS = "{{{spec.name}}}")',
+    )
+
+
+_EXPANSION_LIMIT = 4096  # tokens: a macro that expands further is not a knob's plain value
+
+
+def _compiler_value(collector: _Collector, tokens: tuple[Token, ...]) -> Number | None:
+    """The number a macro's value or a constant's initializer comes to, as the compiler would
+    compute it: a literal, or a C expression of literals and other macros kept by the
+    preprocessor (`(2 * BASE)`). None when it is anything else (a call, a cast, `sizeof`)."""
+    literal = _literal_value(tokens)
+    if literal is not None:
+        return literal
+    texts: list[str] = []
+    pending = [(token.text, frozenset()) for token in tokens]
+    pending.reverse()
+    while pending:
+        if len(texts) + len(pending) > _EXPANSION_LIMIT:
+            return None
+        text, expanding = pending.pop()
+        other = collector.defines.get(text)
+        if other is None or text in expanding:  # a name not defined, or its own expansion
+            texts.append(text)
+            continue
+        if not other.active or other.function_like:
+            return None
+        inner = expanding | {text}
+        pending.extend((token.text, inner) for token in reversed(other.value_tokens))
+    try:
+        expression = parse_expression(" ".join(texts), names=())
+        values, undefined = evaluate_with_undefined(expression, {}, rows=1)
+    except (ExpressionError, TypeError):
+        return None
+    if undefined[0]:
+        return None
+    return values[0].item()
 
 
 def defined_number(parsed: ParsedSource, name: str) -> Number | None:

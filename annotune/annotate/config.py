@@ -5,6 +5,7 @@
     path = "polybench/2mm.cu"          # relative to this config file, as are the paths below
     include = ["common"]               # extra include directories (libclang's and the compiler's)
     compile = "nvcc -O3 -Icommon {source} -o {output}"   # optional: a preset name or a template
+    defines = ["LARGE_DATASET", "ALPHA=2"]   # optional: -D flags added to compile (a template)
     run_dir = "data"                   # optional: where the program runs
     time_regex = 'took ([0-9.]+) s'    # optional: the time, read from the output
     time_unit = "s"                    # of what time_regex captures (default "ms")
@@ -16,6 +17,14 @@
     [file.env]                         # optional: set for every run
     OMP_PROC_BIND = "close"
     OMP_NUM_THREADS = "{THREADS}"      # a parameter's value: the variable is tuned
+
+libclang reads the source as `compile` has the compiler read it, or scan and tune would
+disagree on which `#if` branch is taken: in the language it names (`-x cu` makes a .cpp CUDA; a
+C++ driver such as g++ reads a .c as C++), with its `-D`/`-U` flags in order, its include
+directories (`-I`, `-iquote`, `-isystem`, `-idirafter`, nvcc's long spellings) and its forced
+includes (`-include`, `-imacros`). `defines` become `-D` flags of the compile command itself,
+before `{source}`, so they reach every variant's compile: hence they need a template, and a
+macro the template already sets may not be set again to another value.
 
 A `[[gpu]]` entry, in the format of annotune's GPU table (`annotune/transfer/gpus.toml`),
 describes a GPU that table lacks; `annotune.transfer.resolve` reads and checks those entries.
@@ -36,13 +45,15 @@ import pwd
 import re
 import shlex
 import sys
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from annotune.annotate.frontend import language_of
 from annotune.annotate.grammar import Domain, GrammarError, Number, parse_domain
 from annotune.annotate.problem import EnvSetting, RunSettings
 from annotune.core.diagnostics import AnnotuneError, Location
-from annotune.core.inputs import CONFIG, check_input, read_text
+from annotune.core.inputs import CONFIG, SOURCE, check_input, read_text
 
 PRESETS = ("nvcc", "gcc", "g++", "nvc", "nvc++", "cc", "c++")  # names build.compiler knows
 
@@ -73,8 +84,43 @@ _PARAM_KEYS = {"domain", "default"}
 _TIME_UNITS = ("s", "ms", "us", "ns")  # those run.program knows
 _C_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a macro's, or an environment variable's
 _ENV_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
-# Compiler flags whose next argument is a path (`-I dir`, `-include file.h`).
-_PATH_FLAGS = {"-I", "-L", "-isystem", "-iquote", "-idirafter", "-include", "-imacros"}
+# The compile command's options that tell its preprocessor something (and `-L`, a path too),
+# each spelling of gcc, clang and nvcc mapped to one name.
+_OPTIONS = {
+    "-I": "-I",
+    "--include-path": "-I",
+    "-iquote": "-iquote",
+    "-isystem": "-isystem",
+    "--system-include": "-isystem",
+    "-idirafter": "-idirafter",
+    "-include": "-include",
+    "--pre-include": "-include",
+    "-imacros": "-imacros",
+    "-D": "-D",
+    "--define-macro": "-D",
+    "-U": "-U",
+    "--undefine-macro": "-U",
+    "-x": "-x",
+    "--x": "-x",
+    "-L": "-L",
+    "--library-path": "-L",
+}
+_PATH_OPTIONS = {"-I", "-iquote", "-isystem", "-idirafter", "-include", "-imacros", "-L"}
+# Those whose value may be joined to them (`-Idir`, `-DNAME`, `-xc++`), longest first.
+_JOINED = ("-idirafter", "-isystem", "-iquote", "-imacros", "-include")
+_JOINED += ("-I", "-D", "-U", "-L", "-x")
+# `-x` values: nvcc's (c, c++, cu) and gcc's or clang's; "none" and any other: by extension.
+_LANGUAGES = {
+    "c": "c",
+    "c-header": "c",
+    "c++": "c++",
+    "c++-header": "c++",
+    "cu": "cuda",
+    "cuda": "cuda",
+}
+# Compiler drivers that compile a .c file as C++ (g++-12, clang++, nvc++, MPI and Intel ones).
+_CXX_DRIVER = re.compile(r"(g\+\+|c\+\+|clang\+\+|nvc\+\+|mpicxx|mpic\+\+|icpx|icpc|CC)(-[\d.]+)?")
+_DEFINE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\([^()\n\r]*\))?(=[^\n\r]*)?")
 
 
 @dataclass(frozen=True)
@@ -82,15 +128,22 @@ class ConfigParam:
     name: str
     domain: Domain
     default: Number | None
-    location: Location
+    location: Location  # the parameter's key
+    default_location: Location | None = None  # where `default = ...` is written
 
 
 @dataclass(frozen=True)
 class FileConfig:
     """What a config file says about one source file; every path in it absolute.
 
-    `defines` are the macros libclang parses with: the `defines` key's and the `-D` flags of
-    `compile`, without which its view of which `#if` branch is taken is not the compiler's.
+    `include_dirs` are the `include` key's, which the compiler gets too (as `-I`); the rest is
+    what `compile` (the `defines` key's flags in it) tells its preprocessor, for libclang to be
+    told the same, without which its view of which `#if` branch is taken is not the compiler's:
+    `defines` (NAME or NAME=VALUE) and `undefined` are its `-D` and `-U` flags, each macro as
+    the last one left it; `language` ("c", "c++", "cuda") it compiles the source as (None: no
+    command, the extension decides); `compiler` its file name or preset; `command_include_dirs`
+    its `-I` directories; `command_flags` its other search directories and forced includes, as
+    (clang's option, path).
     """
 
     config_file: str
@@ -99,6 +152,11 @@ class FileConfig:
     include_dirs: tuple[str, ...] = ()
     defines: tuple[str, ...] = ()
     settings: RunSettings = RunSettings()
+    undefined: tuple[str, ...] = ()
+    language: str | None = None
+    compiler: str | None = None
+    command_include_dirs: tuple[str, ...] = ()
+    command_flags: tuple[tuple[str, str], ...] = ()
 
 
 _TOML_TOKEN = re.compile(
@@ -365,7 +423,7 @@ def load_file_config(config_path: Path, source: Path) -> FileConfig | None:
         if not isinstance(path, str):
             raise AnnotuneError('each [[file]] needs a path = "..."', where.value((*at, "path")))
         if os.path.realpath(config_path.parent / path) == target:
-            return _file_config(entry, config_path.parent, where, at, str(config_path))
+            return _file_config(entry, config_path.parent, where, at, str(config_path), source)
     return None
 
 
@@ -420,7 +478,7 @@ def _quoted(key: str) -> str:
 
 
 def _file_config(
-    entry: dict, base: Path, where: _Positions, at: tuple, config_file: str
+    entry: dict, base: Path, where: _Positions, at: tuple, config_file: str, source: Path
 ) -> FileConfig:
     params = tuple(
         _config_param(name, spec, where, (*at, "params", name))
@@ -431,10 +489,27 @@ def _file_config(
         for index, expr in enumerate(_string_list(entry, "constraints", where, at))
     )
     include_dirs = tuple(_from(base, d) for d in _string_list(entry, "include", where, at))
-    compile_argv = _compile(entry, base, where, at)
-    defines = (*_string_list(entry, "defines", where, at), *_command_defines(compile_argv))
+    compile_argv = _with_defines(_compile(entry, base, where, at), entry, where, at)
     settings = _settings(entry, compile_argv, base, where, at)
-    return FileConfig(config_file, params, constraints, include_dirs, defines, settings)
+    if compile_argv is None:
+        return FileConfig(config_file, params, constraints, include_dirs, settings=settings)
+    view = _command_view(compile_argv, source)
+    for option, path in view.flags:
+        if option in ("-include", "-imacros"):
+            _check_forced(option, path, where.value((*at, "compile")))
+    return FileConfig(
+        config_file,
+        params,
+        constraints,
+        include_dirs,
+        view.defines,
+        settings,
+        undefined=view.undefined,
+        language=view.language,
+        compiler=view.compiler,
+        command_include_dirs=view.include_dirs,
+        command_flags=view.flags,
+    )
 
 
 def _from(base: Path, path: str) -> str:
@@ -456,35 +531,176 @@ def _compile(entry: dict, base: Path, where: _Positions, at: tuple) -> tuple[str
             raise AnnotuneError(
                 f"cannot split the compile command: {error}", where.value((*at, "compile"))
             ) from None
-    return tuple(_absolute_args(argv, base)) or None
+    if not argv or not argv[0]:
+        raise AnnotuneError(
+            "the compile command is empty: give a preset name (nvcc, gcc, ...) or a command "
+            "with {source} and {output}, or leave `compile` out for the default",
+            where.value((*at, "compile")),
+        )
+    return tuple(_absolute_args(argv, base))
 
 
 def _absolute_args(argv: list[str], base: Path) -> list[str]:
-    """The path arguments made absolute: those of `-I`-like flags, and any other argument that
-    names an existing file beside the config (a compiler's bare name is looked up on PATH)."""
-    absolute = []
-    for index, arg in enumerate(argv):
-        if "{" in arg:  # a placeholder: annotune fills it in
-            absolute.append(arg)
-        elif index > 0 and argv[index - 1] in _PATH_FLAGS:
-            absolute.append(_from(base, arg))
-        elif arg[:2] in ("-I", "-L") and len(arg) > 2:
-            absolute.append(arg[:2] + _from(base, arg[2:]))
-        elif not arg.startswith("-") and (index > 0 or "/" in arg) and (base / arg).exists():
-            absolute.append(_from(base, arg))
+    """The path arguments made absolute: the values of `-I`-like options, and any other
+    argument that names an existing file beside the config (a compiler's bare name is looked up
+    on PATH)."""
+    compiler = argv[0]
+    named = "/" in compiler and _names_file(compiler, base)
+    absolute = [_from(base, compiler) if named else compiler]
+    for _, name, value, args in _arguments(argv):
+        if name is None and _names_file(value, base):
+            absolute.append(_from(base, value))
+        elif name in _PATH_OPTIONS and "{" not in value:  # a placeholder: annotune fills it in
+            path = _from(base, value)
+            absolute += [args[0], path] if len(args) == 2 else [args[0][: -len(value)] + path]
         else:
-            absolute.append(arg)
+            absolute += args
     return absolute
 
 
-def _command_defines(argv: tuple[str, ...] | None) -> list[str]:
-    """The `NAME` or `NAME=VALUE` of each `-D` in a compile command."""
-    argv = argv or ()
-    return [
-        arg[2:] if arg != "-D" else argv[index + 1]
-        for index, arg in enumerate(argv)
-        if arg.startswith("-D") and (arg != "-D" or index + 1 < len(argv))
-    ]
+def _names_file(arg: str, base: Path) -> bool:
+    if "{" in arg or arg.startswith("-"):
+        return False
+    try:
+        return (base / arg).exists()
+    except OSError:  # a name too long for one (a script given with `python -c`)
+        return False
+
+
+def _arguments(argv: Sequence[str]) -> Iterator[tuple[int, str | None, str, list[str]]]:
+    """Each argument after the compiler's name, an option's value with it: its index, the
+    option's name in `_OPTIONS` (None: another argument), its value (or the argument itself),
+    and the arguments it spans (two when the value is the next one: `-I dir`)."""
+    index = 1
+    while index < len(argv):
+        arg = argv[index]
+        following = argv[index + 1] if index + 1 < len(argv) else None
+        name, value, separate = _option(arg, following)
+        args = list(argv[index : index + 2 if separate else index + 1])
+        yield index, name, value, args
+        index += len(args)
+
+
+def _option(arg: str, following: str | None) -> tuple[str | None, str, bool]:
+    """`arg` as (its name in `_OPTIONS`, its value, whether the value is `following`), or
+    (None, arg, False) when it is no such option."""
+    if arg in _OPTIONS and following is not None:
+        return _OPTIONS[arg], following, True
+    spelling, equals, value = arg.partition("=")
+    if equals and value and spelling.startswith("--") and spelling in _OPTIONS:
+        return _OPTIONS[spelling], value, False
+    for spelling in _JOINED if arg != "-undef" else ():  # gcc's -undef defines no macro "ndef"
+        value = arg[len(spelling) :]
+        if arg.startswith(spelling) and value:
+            if spelling in _PATH_OPTIONS and value.startswith("-"):  # -include-pch, -I-
+                break
+            return spelling, value, False
+    return None, arg, False
+
+
+@dataclass(frozen=True)
+class _CommandView:
+    """What a compile command tells the preprocessor (see `FileConfig`)."""
+
+    compiler: str
+    language: str
+    include_dirs: tuple[str, ...]
+    flags: tuple[tuple[str, str], ...]
+    defines: tuple[str, ...]
+    undefined: tuple[str, ...]
+
+
+def _command_view(argv: tuple[str, ...], source: Path) -> _CommandView:
+    """What `argv` (a preset's name, or a command with absolute paths) tells the preprocessor
+    about `source`: gcc's and clang's `-x` name the language of the files after it, nvcc's of
+    every file; a macro is as its last `-D` or `-U` left it."""
+    compiler = Path(argv[0]).name
+    source_at = argv.index("{source}") if "{source}" in argv else len(argv)
+    language = None
+    include_dirs: list[str] = []
+    flags: list[tuple[str, str]] = []
+    macros: dict[str, str | None] = {}  # name -> its -D value, None when undefined
+    for index, name, value, _ in _arguments(argv):
+        if name == "-x" and (compiler == "nvcc" or index < source_at):
+            if value in _LANGUAGES or value == "none":
+                language = _LANGUAGES.get(value)
+        elif name == "-I":
+            include_dirs.append(value)
+        elif name in ("-iquote", "-isystem", "-idirafter", "-include", "-imacros"):
+            flags.append((name, value))
+        elif name in ("-D", "-U") and (macro := _DEFINE.fullmatch(value)):
+            macros.pop(macro.group(1), None)  # a later flag: last in order
+            macros[macro.group(1)] = value if name == "-D" else None
+    if language is None:
+        language = language_of(source)
+        if language == "c" and _CXX_DRIVER.fullmatch(compiler):
+            language = "c++"
+    return _CommandView(
+        compiler,
+        language,
+        tuple(include_dirs),
+        tuple(flags),
+        tuple(value for value in macros.values() if value is not None),
+        tuple(name for name, value in macros.items() if value is None),
+    )
+
+
+def _with_defines(
+    argv: tuple[str, ...] | None, entry: dict, where: _Positions, at: tuple
+) -> tuple[str, ...] | None:
+    """`compile` with a `-D` flag for each of `defines` before `{source}`, so that every
+    variant is compiled with them, as libclang reads the source with them. One the command
+    already sets alike is not repeated; one it sets otherwise is an error (which would win?)."""
+    defines = _string_list(entry, "defines", where, at)
+    if not defines:
+        return argv
+    if argv is None or len(argv) == 1:
+        raise AnnotuneError(
+            "'defines' become -D flags of the compile command, so 'compile' must be a command "
+            "template, not a preset's name or left out",
+            where.key((*at, "defines")),
+            hint='e.g. compile = "nvcc -O3 {source} -o {output}"',
+        )
+    set_by_command = {
+        macro.group(1): (name, value)
+        for _, name, value, _ in _arguments(argv)
+        if name in ("-D", "-U") and (macro := _DEFINE.fullmatch(value))
+    }
+    flags = []
+    for index, define in enumerate(defines):
+        location = where.value((*at, "defines", index))
+        macro = _DEFINE.fullmatch(define)
+        if macro is None:
+            raise AnnotuneError(
+                f"{define!r} is not a macro definition: NAME, NAME=VALUE or NAME(ARGS)=BODY",
+                location,
+            )
+        name = macro.group(1)
+        carried = set_by_command.get(name)
+        if carried is None:
+            flags.append(f"-D{define}")
+        elif carried[0] == "-U" or _defined_as(carried[1]) != _defined_as(define):
+            raise AnnotuneError(
+                f"{name} is set here and by the compile command ({carried[0]} {carried[1]}): "
+                "set it in one place",
+                location,
+            )
+    source_at = argv.index("{source}") if "{source}" in argv else len(argv)
+    return (*argv[:source_at], *flags, *argv[source_at:])
+
+
+def _defined_as(define: str) -> str:
+    """A `-D` value as the preprocessor takes it: `NAME` is `NAME=1`."""
+    return define if "=" in define else f"{define}=1"
+
+
+def _check_forced(option: str, path: str, location: Location) -> None:
+    """A forced include of the compile command, which libclang reads too: a regular file of a
+    source's size (a FIFO would hang both), else an error at `compile`."""
+    try:
+        check_input(Path(path), SOURCE)
+    except AnnotuneError as error:
+        raise AnnotuneError(f"{option} {path}: {error.message}", location) from None
 
 
 def _settings(
@@ -610,4 +826,5 @@ def _config_param(name: str, spec: object, where: _Positions, at: tuple) -> Conf
         domain = parse_domain(domain_text)
     except GrammarError as error:
         raise AnnotuneError(error.message, domain_at.shifted(error.offset)) from None
-    return ConfigParam(name, domain, default, location)
+    default_at = where.value((*at, "default")) if default is not None else None
+    return ConfigParam(name, domain, default, location, default_at)

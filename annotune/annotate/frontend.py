@@ -1,8 +1,10 @@
 """The libclang front end: the translation unit's tokens, directives and functions.
 
-libclang parses the file (CUDA as CUDA, C as C, C++ as C++) with `-nostdinc` and a small shim
-for the CUDA keywords, so that no CUDA toolkit or system header is needed; missing system
-headers are expected and ignored. From the translation unit we take:
+libclang parses the file (CUDA as CUDA, C as C, C++ as C++: by its extension, or as the
+configured compile command compiles it) with `-nostdinc` and a small shim for the CUDA
+keywords, so that no CUDA toolkit or system header is needed; missing system headers are
+expected and ignored. The macros the compiler predefines that decide CUDA code's `#if`
+branches (`compiler_macros`) are defined for it. From the translation unit we take:
 
 - the raw tokens (comments included) of the main file and of every local header it includes
   with `#include "..."` (or with `<...>` from a configured include directory), through clang's
@@ -23,6 +25,7 @@ import functools
 import os
 import re
 import stat
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -71,6 +74,8 @@ LANGUAGES = {
     ".cpp": "c++",
     ".cxx": "c++",
 }
+
+_FORCED = ("-include", "-imacros")  # compile-command options naming a file, not a directory
 
 # CXTranslationUnit_KeepGoing: keep parsing after a fatal error such as a missing header.
 _KEEP_GOING = 0x200
@@ -239,7 +244,25 @@ def language_of(path: Path) -> str:
     return LANGUAGES.get(path.suffix.lower(), "c++")
 
 
-def clang_args(language: str, include_dirs: list[str], defines: list[str]) -> list[str]:
+def compiler_macros(language: str, compiler: str | None) -> list[str]:
+    """The macros a compiler predefines that CUDA code tests and libclang leaves undefined:
+    `__CUDACC__` where CUDA is compiled (by nvcc, NVRTC or clang), `__NVCC__` wherever nvcc
+    compiles, a .cpp too. `compiler`: the compile command's file name or preset; None, the
+    default one: nvcc for CUDA."""
+    cuda = ["__CUDACC__"] if language == "cuda" else []
+    nvcc = compiler == "nvcc" or (compiler is None and language == "cuda")
+    return cuda + (["__NVCC__"] if nvcc else [])
+
+
+def clang_args(
+    language: str,
+    include_dirs: list[str],
+    defines: list[str],
+    flags: Sequence[tuple[str, str]] = (),
+) -> list[str]:
+    """libclang's arguments; `flags` are the compile command's other search directories and
+    forced includes, (option, path): `-iquote`, `-isystem`, `-idirafter`, `-include`,
+    `-imacros`."""
     if language == "cuda":
         args = ["-x", "cuda", "--cuda-host-only", "-nocudainc", "-nocudalib", "-std=c++17"]
         args += ["-include", SHIM_PATH]
@@ -249,19 +272,30 @@ def clang_args(language: str, include_dirs: list[str], defines: list[str]) -> li
         args = ["-x", "c++", "-std=c++17"]
     args += ["-nostdinc", "-fopenacc", "-fopenmp", "-Wno-everything"]
     args += [f"-I{d}" for d in include_dirs] + [f"-I{ANNOTUNE_INCLUDE_DIR}"]
+    args += [arg for option, path in flags for arg in (option, path)]
     args += [f"-D{d}" for d in defines]
     return args
 
 
 def parse_source(
-    path: Path, *, include_dirs: list[str] | None = None, defines: list[str] | None = None
+    path: Path,
+    *,
+    include_dirs: list[str] | None = None,
+    defines: list[str] | None = None,
+    language: str | None = None,
+    flags: Sequence[tuple[str, str]] = (),
 ) -> ParsedSource:
-    """Parse `path` and collect its own and its local headers' tokens and directives."""
+    """Parse `path` and collect its own and its local headers' tokens and directives.
+
+    As the compiler reads it: in `language` (by default the extension's), with `include_dirs`
+    (their headers are the project's, however included), `defines` and `flags` (`clang_args`).
+    """
     data = read_input(path, SOURCE)
-    search = [*(include_dirs or []), str(ANNOTUNE_INCLUDE_DIR)]
-    _check_headers(path, data, search)
-    language = language_of(path)
-    args = clang_args(language, include_dirs or [], defines or [])
+    dirs = [p for option, p in flags if option not in _FORCED]
+    search = [*(include_dirs or []), *dirs, str(ANNOTUNE_INCLUDE_DIR)]
+    _check_headers(path, data, search, [Path(p) for option, p in flags if option in _FORCED])
+    language = language or language_of(path)
+    args = clang_args(language, include_dirs or [], defines or [], flags)
     index = ci.Index.create()
     # The bytes just read, not the file again: what the front end saw is what it reports on.
     name = argument_path(path)  # `-x.c` is no option
@@ -301,17 +335,18 @@ def parse_source(
 _INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*(["<])([^">\r\n]+)[">]', re.MULTILINE)
 
 
-def _check_headers(path: Path, data: bytes, search: list[str]) -> None:
+def _check_headers(path: Path, data: bytes, search: list[str], forced: list[Path]) -> None:
     """Refuse a header clang would hang on or read without end, before clang opens it: a FIFO
     blocks it forever, `/dev/zero` fills memory, and libclang cannot be told not to open them.
 
-    The `#include` lines of the source and, recursively, of each header they find are followed
-    as written (in every `#if` branch, no macro expanded), looked up as clang does: a quoted
-    name beside its includer first, then in `search`. Each header found must be a regular file
-    within the size of a source; one not found is clang's to report.
+    The `#include` lines of the source, of the `forced` includes and, recursively, of each
+    header they find are followed as written (in every `#if` branch, no macro expanded),
+    looked up as clang does: a quoted name beside its includer first, then in `search`. Each
+    header found must be a regular file within the size of a source; one not found is clang's
+    to report.
     """
-    pending = [(path, data)]
-    seen = {os.path.realpath(path)}
+    pending = [(path, data), *((header, read_input(header, SOURCE)) for header in forced)]
+    seen = {os.path.realpath(path), *(os.path.realpath(header) for header in forced)}
     while pending:
         includer, text = pending.pop()
         for match in _INCLUDE.finditer(text):

@@ -54,7 +54,8 @@ class TunableParam:
 
     `guarded` says whether `-D NAME=...` can override it: its #define sits inside
     `#ifndef NAME` (or there is no #define at all). `value_span` is the text of the default
-    value in the #define or pragma literal (None for a pragma param without a #define).
+    value in the #define, pragma literal or constant's initializer (None for a pragma param
+    without a #define).
     """
 
     name: str
@@ -66,6 +67,7 @@ class TunableParam:
     domain: str
     uses: tuple[Use, ...] = ()
     value_span: TextSpan | None = None
+    constant: bool = False  # a const/constexpr variable or an enumerator, set in a copy
 
     def to_json(self) -> dict:
         return {

@@ -1,8 +1,12 @@
 """What `scan` reports beside the parameters: the size of the space (exact where it can be
-enumerated, estimated beyond) and the warnings about what annotune cannot see or tune."""
+enumerated, estimated beyond) and the warnings about what annotune cannot see or tune; and the
+parameters that reach the program only through its environment (`env_only_params`), which
+scan, the builder (no `-D` for them) and the tuned header (`environment_at`) must agree on."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -10,6 +14,7 @@ import numpy as np
 from annotune.annotate import Problem, problem_space
 from annotune.annotate.frontend import ParsedSource
 from annotune.core.diagnostics import AnnotuneError, Location
+from annotune.core.records import Number
 
 # Spaces up to this many Cartesian configurations are counted exactly (a few seconds).
 EXACT_COUNT_LIMIT = 20_000_000
@@ -73,8 +78,9 @@ def scan_warnings(problem: Problem, parsed: ParsedSource) -> list[tuple[Location
         )
         for location, header in problem.missing_includes
     ]
+    through_env = env_only_params(problem)
     for param in problem.params:
-        if any(parsed.is_active(use.location) for use in param.uses):
+        if param.name in through_env or any(parsed.is_active(u.location) for u in param.uses):
             continue
         why = "every use is in an #if branch the preprocessor skips" if param.uses else "no use"
         warnings.append(
@@ -85,3 +91,37 @@ def scan_warnings(problem: Problem, parsed: ParsedSource) -> list[tuple[Location
             )
         )
     return warnings
+
+
+_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")  # `{NAME}` in a `[file.env]` value
+
+
+def env_only_params(problem: Problem) -> frozenset[str]:
+    """The parameters that reach the program only through its environment: declared in the
+    config, with no `#define` and no use in the user's files, and named as `{NAME}` in some
+    `[file.env]` value (`THREADS` behind `OMP_NUM_THREADS = "{THREADS}"`). A `-D` for one
+    would change no program but split the compile cache, one binary per value."""
+    named = {name for s in problem.settings.env for name in _PLACEHOLDER.findall(s.value)}
+    return frozenset(
+        p.name
+        for p in problem.params
+        if p.name in named and p.origin == "config" and p.value_span is None and not p.uses
+    )
+
+
+def environment_at(problem: Problem, params: Mapping[str, Number]) -> dict[str, str]:
+    """The config's `[file.env]` with `params`' values written in for each `{NAME}`: what a
+    run of this configuration is given, and what a job script must set to run it again."""
+    return {
+        s.name: _PLACEHOLDER.sub(lambda m: _env_text(params[m.group(1)]), s.value)
+        for s in problem.settings.env
+    }
+
+
+def _env_text(value: Number) -> str:
+    """A value as an environment variable holds it: 4, not 4.0 (as the runner writes it)."""
+    if hasattr(value, "item"):  # a numpy scalar
+        value = value.item()
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return str(value)

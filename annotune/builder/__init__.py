@@ -4,13 +4,19 @@ Compiles run in parallel (`jobs`), each with a timeout, behind a content-hash ca
 variant is never compiled twice, failures included, and no input change reuses a stale
 binary. An entry's key covers the compile command, the compiler (its whole `--version`
 output, the program's resolved path), the environment that changes compiles
-(`dependencies.COMPILE_ENVIRONMENT`) and the exact bytes and flags of the variant; the entry
-itself records every other file the compile read with its digest, and is rebuilt when any of
-them changed (`dependencies`). A compiled variant is then read back with the compiler's own
-preprocessor: a tuned macro without its value there (another definition won) makes it a
-failed build, so that no measurement is recorded for values the program did not have
-(`verify`), and hashed as the preprocessor reads it: configurations that are the same
-program share one measurement (`preprocessed`).
+(`dependencies.COMPILE_ENVIRONMENT`), the bytes of every file the command names (other
+sources, objects, libraries, response files) and the exact bytes and flags of the variant; the
+entry itself records every other file each translation unit read with its digest, and is
+rebuilt when any of them changed (`dependencies`). A compiled variant is then read back with
+the compiler's own preprocessor, in each translation unit: a tuned macro without its value
+there (another definition won) makes it a failed build, so that no measurement is recorded for
+values the program did not have (`verify`), and hashed as the preprocessor reads it:
+configurations that are the same program share one measurement (`preprocessed`).
+
+A program has one value per knob. A rewritten header reaches the tuned source through its copy,
+but another unit of the command (`{source} file.c`, both including "header.h" beside them)
+would find the original beside itself; such a unit is compiled from a copy too, made beside the
+variant's copies with every file it reads under their root (`_copy_unit`).
 
 Kernel mode compiles cubins with NVRTC when it can (`nvrtc`: the user's files sliced to their
 device code, in a pool of worker processes). Its entries are keyed by NVRTC's library, the
@@ -32,7 +38,7 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
 
@@ -48,7 +54,9 @@ from annotune.builder.compiler import (
     sm,
 )
 from annotune.builder.dependencies import (
+    CommandInputs,
     Digests,
+    command_files,
     command_inputs,
     compile_environment,
     compiler_fingerprint,
@@ -72,12 +80,22 @@ from annotune.builder.variants import (
     VariantSource,
     copies_first,
     materialize,
+    needs_copy,
     original_include_dir,
     read_files,
+    rewritten_originals,
+    under_root,
     variant_source,
 )
-from annotune.builder.verify import check_values, checks_values, tuned_macros
-from annotune.core.inputs import argument_path
+from annotune.builder.verify import (
+    Tuned,
+    check_values,
+    checks_values,
+    dependency_command,
+    source_inputs,
+    tuned_macros,
+)
+from annotune.core.inputs import SOURCE, argument_path, read_input
 from annotune.core.records import BuildResult, KernelResources, Number
 
 __all__ = ["Builder", "CompilerCommand", "cubin_compiler", "default_compiler"]
@@ -88,6 +106,10 @@ _DEPENDENCY_FILE = "dependencies.d"
 _MACROS = "macros.txt"
 _PREPROCESSED = "preprocessed.i"
 _PRELUDE = "annotune_nvrtc_prelude.h"
+_OUTSIDE = (
+    " ({unit} is outside {root}, where annotune copies the files it compiles: move it there, "
+    "or have it include the header through an -I directory)"
+)
 
 
 @dataclass(frozen=True)
@@ -103,14 +125,46 @@ class _Nvrtc:
     pool: NvrtcPool
 
 
+@dataclass(frozen=True)
+class _Batch:
+    """What the builds of one batch share: the environment that changes compiles, each file's
+    digest (read once per batch), and the files the compile command names."""
+
+    environment: str
+    digests: Digests
+    command: CommandInputs
+
+
+@dataclass
+class _Job:
+    """One variant's compile in `scratch`. `units`: the command's translation units as it
+    compiles them, the tuned source first; `copied`: each unit compiled from a copy, as the
+    command names it, and its copy; `mirrored`: the directories (relative to the variant's
+    root) of the files copied with them; `outside`: the units that needed a copy and lie
+    outside that root; `reads`: the files each unit read (None: unknown)."""
+
+    variant: VariantSource
+    scratch: Path
+    source: Path
+    includes: list[str]
+    units: list[str] = field(default_factory=list)
+    copied: dict[str, str] = field(default_factory=dict)
+    mirrored: list[str] = field(default_factory=list)
+    outside: list[str] = field(default_factory=list)
+    reads: dict[str, list[str] | None] = field(default_factory=dict)
+    seconds: float = 0.0  # the dependency lists'
+
+
 class Builder:
     """Compiles configurations of one problem into a cache directory.
 
     `dependency_tracking` says whether the compiler reports the files each compile read
-    (`-MD -MF`; gcc, clang, nvcc, nvc). When it is False (a compiler annotune does not know),
-    a cache entry is checked against the variant's files and the include directories on the
-    command line only: a header found some other way can be edited without a rebuild, which
-    the session should tell the user.
+    (`-MD -MF`, or `-M` per translation unit; gcc, clang, nvcc, nvc). When it is False (a
+    compiler annotune does not know), a cache entry is checked against the variant's files, the
+    files the command names, its include directories and those of its other sources only: a
+    header found some other way can be edited without a rebuild, which the session should tell
+    the user; and another source of the command that includes a rewritten header beside it
+    reads the original, unchecked.
 
     `verifies_values` says whether each compiled variant's macros are read back with the
     compiler's preprocessor (`-E -dM`; gcc, clang, nvcc, nvc). When it is False (a compiler
@@ -153,7 +207,12 @@ class Builder:
         version = version_output(self.compiler.argv[0])
         self._version_line = _version_line(self.compiler, version)
         self._fingerprint = compiler_fingerprint(self.compiler.argv[0], version)
-        self._command_inputs = command_inputs(self.compiler.argv)
+        self._settled: dict[tuple[object, ...], bytes] = {}  # `Digests`' memo
+        self._set_in = {  # a macro only a copy sets: the file that sets it
+            p.name: os.path.realpath(p.value_span.file)
+            for p in problem.params
+            if needs_copy(p) and p.value_span is not None
+        }
         self.nvrtc_unavailable = ""
         self._nvrtc: _Nvrtc | None = None
         if nvrtc_asked and nvrtc_arch is not None:
@@ -199,13 +258,13 @@ class Builder:
         index once. Closing the generator early cancels the builds not yet started (those
         running finish, so that no cache entry is left half written)."""
         variants = [variant_source(self.problem, c, self._originals) for c in configs]
-        environment = compile_environment()
-        digests = Digests()  # each dependency is read once per batch
+        digests = Digests(self._settled)
+        batch = _Batch(compile_environment(), digests, command_files(self.compiler.argv))
         build_one = self._build_one if self._nvrtc is None else self._build_nvrtc
         pool = ThreadPoolExecutor(max_workers=self.jobs)
         try:
             futures = {
-                pool.submit(build_one, variant, environment, digests): index
+                pool.submit(build_one, variant, batch): index
                 for index, variant in enumerate(variants)
             }
             for future in as_completed(futures):
@@ -213,55 +272,128 @@ class Builder:
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
 
-    def _key(self, variant: VariantSource, environment: str) -> str:
+    def _key(self, variant: VariantSource, batch: _Batch) -> str:
+        """The command, the compiler, the checks made, the environment, the bytes of every file
+        the command names (other sources, objects, libraries, response files) and the
+        variant's; the headers the compile reads are in its entry (`dependencies`)."""
         h = hashlib.sha256(self.compiler.describe().encode())
         checks = f"{self.dependency_tracking} {self.verifies_values}"
-        for part in (self._fingerprint, checks, environment):
+        for part in (self._fingerprint, checks, batch.environment):
             h.update(b"\0" + part.encode(errors="surrogateescape"))
+        for path in batch.command.files:
+            named = f"{path}\0{batch.digests(path)}"
+            h.update(b"\0" + named.encode(errors="surrogateescape"))
         h.update(variant.digest().encode())
         return h.hexdigest()
 
-    def _build_one(self, variant: VariantSource, environment: str, digests: Digests) -> BuildResult:
-        key = self._key(variant, environment)
+    def _build_one(self, variant: VariantSource, batch: _Batch) -> BuildResult:
+        key = self._key(variant, batch)
         final = self.cache_dir / key[:2] / key
-        cached = _load(final, variant.params, digests)
+        cached = _load(final, variant.params, batch.digests)
         if cached is not None:
             return cached
         scratch = _scratch(final, key)
         try:
-            source = materialize(variant, scratch)
             includes = [
                 str(ANNOTUNE_INCLUDE_DIR),
                 original_include_dir(variant),
                 *self.problem.include_dirs,  # the config's `include`: what libclang read too
             ]
-            argv = self._command(variant, source, scratch / _PROGRAM, includes, scratch)
-            if self.dependency_tracking:
-                argv += dependency_flags(scratch / _DEPENDENCY_FILE)
-            result = run_compiler(argv, self.timeout)
+            job = _Job(variant, scratch, materialize(variant, scratch), includes)
+            result = self._compile(job, batch)
             program = ""
             if result.ok and self.verifies_values:
-                result = self._checked(result, variant, source, includes, scratch)
+                result = self._checked(result, job, batch)
             if result.ok and self.verifies_values:
-                program, seconds = self._program(variant, source, includes, scratch)
+                output = scratch / _PREPROCESSED
+                argv = self._argv(job, output, batch)
+                main = argument_path(job.source)
+                program, seconds = program_digest(argv, main, output, scratch, self.timeout)
                 result = replace(result, seconds=result.seconds + seconds)
             if variant.rewritten:  # point the messages at the user's files, not the copies
                 result = _located(result, scratch, variant)
             if result.transient:  # the machine's failure, not the variant's: never cached
                 shutil.rmtree(scratch, ignore_errors=True)
                 return _transient(variant, result)
-            dependencies = self._dependencies(variant, includes, scratch, result.ok)
-            _save(scratch, result, digests.of(dependencies), program)
-            (scratch / _DEPENDENCY_FILE).unlink(missing_ok=True)
-            _install(scratch, final, variant, digests)
+            dependencies = self._dependencies(job, batch, result.ok)
+            _save(scratch, result, batch.digests.of(dependencies), program)
+            _install(scratch, final, variant, batch.digests)
         except BaseException:
             shutil.rmtree(scratch, ignore_errors=True)
             raise
         return _fresh(final, variant)
 
-    def _build_nvrtc(
-        self, variant: VariantSource, environment: str, digests: Digests
-    ) -> BuildResult:
+    def _compile(self, job: _Job, batch: _Batch) -> CompileResult:
+        """Compile `job`, learning what each translation unit read: from the compile itself
+        (`-MD -MF`) when it has one, else from one `-M` run per unit first, where a unit that
+        reads the original of a file the variant rewrites is given a copy (`_copy_unit`)."""
+        listing = job.scratch / _DEPENDENCY_FILE
+        main = argument_path(job.source)
+        analysed = self._argv(job, job.scratch / _PROGRAM, batch)
+        job.units = list(dict.fromkeys([main, *source_inputs(analysed)]))
+        several = len(job.units) > 1 and self.dependency_tracking
+        if several:
+            failed = self._read_units(job, batch)
+            if failed is not None:
+                return failed
+        argv = self._argv(job, job.scratch / _PROGRAM, batch, as_written=True)
+        if self.dependency_tracking and not several:
+            argv += dependency_flags(listing)
+        result = run_compiler(argv, self.timeout)
+        if not several:
+            job.reads[main] = read_dependency_file(listing)
+            listing.unlink(missing_ok=True)
+        return replace(result, seconds=result.seconds + job.seconds)
+
+    def _read_units(self, job: _Job, batch: _Batch) -> CompileResult | None:
+        """Fill `job.reads` unit by unit, copying the units that would read another value than
+        the variant's; a transient failure of a `-M` run (then the compile is not tried)."""
+        rewritten = rewritten_originals(job.variant, self._originals)
+        for index, unit in enumerate(list(job.units)):
+            done, reads = self._reads(job, unit, batch)
+            if done.transient:
+                return done
+            read = {os.path.realpath(path) for path in reads or ()}
+            if index and read & rewritten and (copy := self._copy_unit(job, unit, reads)):
+                job.units[index] = unit = copy
+                done, reads = self._reads(job, copy, batch)
+                if done.transient:
+                    return done
+            job.reads[unit] = reads
+        return None
+
+    def _reads(self, job: _Job, unit: str, batch: _Batch) -> tuple[CompileResult, list[str] | None]:
+        """The `-M` run of one unit of the command, and the files it lists (None: it failed)."""
+        listing = job.scratch / _DEPENDENCY_FILE
+        argv = self._argv(job, listing, batch)
+        done = run_compiler(dependency_command(argv, unit), self.timeout)
+        job.seconds += done.seconds
+        reads = read_dependency_file(listing) if done.ok else None
+        listing.unlink(missing_ok=True)
+        return done, reads
+
+    def _copy_unit(self, job: _Job, unit: str, reads: list[str] | None) -> str | None:
+        """Copy `unit` and every file it reads under the variant's root (a rewritten one is
+        already there) into the variant's copies, so that its quoted includes find the copies
+        first as the tuned source's do; the copy's path, or None when `unit` lies outside the
+        root (it keeps reading the original, and the read-back check names it)."""
+        variant = job.variant
+        relative = under_root(variant, unit)
+        if relative is None:
+            job.outside.append(unit)
+            return None
+        copies = job.scratch / "src"
+        for path in [unit, *(reads or ())]:
+            name = under_root(variant, path)
+            if name is None or _within(path, copies) or (copies / name).exists():
+                continue
+            (copies / name).parent.mkdir(parents=True, exist_ok=True)
+            (copies / name).write_bytes(read_input(Path(path), SOURCE))
+            job.mirrored.append(os.path.dirname(name))
+        job.copied[unit] = copy = argument_path(copies / relative)
+        return copy
+
+    def _build_nvrtc(self, variant: VariantSource, batch: _Batch) -> BuildResult:
         """`variant` compiled by NVRTC; by nvcc (`_build_one`) when NVRTC could not."""
         nvrtc = self._nvrtc
         assert nvrtc is not None
@@ -279,12 +411,12 @@ class Builder:
         ]
         key = self._nvrtc_key(variant, sliced, includes)
         final = self.cache_dir / key[:2] / key
-        built = _load(final, variant.params, digests)
+        built = _load(final, variant.params, batch.digests)
         if built is None:
-            built = self._compile_nvrtc(variant, sliced, includes, final, key, digests)
+            built = self._compile_nvrtc(variant, sliced, includes, final, key, batch.digests)
         if built.ok or built.transient:
             return built
-        by_nvcc = self._build_one(variant, environment, digests)
+        by_nvcc = self._build_one(variant, batch)
         return replace(
             by_nvcc,
             seconds=built.seconds + by_nvcc.seconds,
@@ -367,59 +499,85 @@ class Builder:
             h.update(name.encode() + b"\0" + hashlib.sha256(sliced[name]).digest())
         return h.hexdigest()
 
-    def _command(
-        self, variant: VariantSource, source: Path, output: Path, includes: list[str], scratch: Path
-    ) -> list[str]:
-        """The compile of `source` into `output`; rewritten copies come before their originals
-        on every include path."""
-        argv = self.compiler.render(source, output, list(variant.defines), includes)
-        return copies_first(argv, variant, scratch / "src") if variant.rewritten else argv
+    def _argv(self, job: _Job, output: Path, batch: _Batch, as_written: bool = False) -> list[str]:
+        """The compile of `job` into `output`: rewritten copies come before their originals on
+        every include path, the units copied replace theirs. Response files are expanded
+        (every unit in sight, as each run on one unit needs), but `as_written` keeps them as
+        the user wrote them unless a unit they name was copied."""
+        variant = job.variant
+        argv = self.compiler.render(job.source, output, list(variant.defines), job.includes)
+        if variant.rewritten:
+            argv = copies_first(argv, variant, job.scratch / "src", job.mirrored)
+        if as_written and not job.copied:
+            return argv
+        return [job.copied.get(arg, arg) for arg in batch.command.expand(argv)]
 
-    def _checked(
-        self,
-        compiled: CompileResult,
-        variant: VariantSource,
-        source: Path,
-        includes: list[str],
-        scratch: Path,
-    ) -> CompileResult:
-        """`compiled`, or why its program does not have the tuned values (`verify`); one
-        preprocessor run more, counted in its time."""
-        macros = tuned_macros(self.problem.params, variant.params)
+    def _checked(self, compiled: CompileResult, job: _Job, batch: _Batch) -> CompileResult:
+        """`compiled`, or why its program does not have the tuned values (`verify`), checked in
+        each translation unit that reads them: the tuned source, every macro; another unit,
+        the `-D` macros and those set in a file it read. One preprocessor run more per unit
+        checked, counted in its time."""
+        macros = tuned_macros(self.problem.params, job.variant.params)
         if not macros:
             return compiled
-        dump = scratch / _MACROS
-        argv = self._command(variant, source, dump, includes, scratch)
-        checked = check_values(argv, argument_path(source), dump, macros, self.timeout)
-        dump.unlink(missing_ok=True)
-        seconds = compiled.seconds + checked.seconds
-        if checked.ok:
-            return replace(compiled, seconds=seconds)
-        (scratch / _PROGRAM).unlink(missing_ok=True)  # built from other values than the tuned
-        return replace(checked, seconds=seconds)
+        dump = job.scratch / _MACROS
+        argv = self._argv(job, dump, batch)
+        seconds = compiled.seconds
+        for index, unit in enumerate(job.units):
+            read = self._macros_read(macros, job, unit) if index else macros
+            if not read:
+                continue
+            named = unit if index else ""  # the tuned source's messages need no name
+            checked = check_values(argv, unit, dump, read, self.timeout, named)
+            dump.unlink(missing_ok=True)
+            seconds += checked.seconds
+            if not checked.ok:
+                (job.scratch / _PROGRAM).unlink(missing_ok=True)  # built from other values
+                if unit in job.outside:
+                    said = checked.error + _OUTSIDE.format(unit=unit, root=job.variant.root)
+                    checked = replace(checked, error=said)
+                return replace(checked, seconds=seconds)
+        return replace(compiled, seconds=seconds)
 
-    def _program(
-        self, variant: VariantSource, source: Path, includes: list[str], scratch: Path
-    ) -> tuple[str, float]:
-        """The variant's preprocessed program's hash (`preprocessed`) and its seconds."""
-        output = scratch / _PREPROCESSED
-        argv = self._command(variant, source, output, includes, scratch)
-        return program_digest(argv, argument_path(source), output, scratch, self.timeout)
+    def _macros_read(self, macros: list[Tuned], job: _Job, unit: str) -> list[Tuned]:
+        """Those of `macros` that `unit` reads: a `-D` one, or one set in a file it read (all
+        of them when what it read is unknown)."""
+        reads = job.reads.get(unit)
+        if reads is None:
+            return macros
+        read = {os.path.realpath(self._original(job, path)) for path in reads}
+        return [m for m in macros if m.name not in self._set_in or self._set_in[m.name] in read]
 
-    def _dependencies(
-        self, variant: VariantSource, includes: list[str], scratch: Path, ok: bool
-    ) -> list[str]:
-        """The files a compile depended on: the compiler's list, less the variant's rewritten
-        copies (its key holds their bytes); what annotune knows where there is no list, and
-        added to it for a failed compile, which a new header in an include directory may mend.
-        """
-        listed = read_dependency_file(scratch / _DEPENDENCY_FILE)
-        copies = os.path.abspath(scratch) + os.sep
-        paths = [p for p in listed or [] if not os.path.abspath(p).startswith(copies)]
-        if listed is None or not ok:
+    def _original(self, job: _Job, path: str) -> str:
+        """The user's file of which `path` is the variant's copy; `path` itself otherwise."""
+        copies = job.scratch / "src"
+        if not _within(path, copies):
+            return path
+        return str(job.variant.root / os.path.relpath(os.path.abspath(path), copies))
+
+    def _dependencies(self, job: _Job, batch: _Batch, ok: bool) -> list[str]:
+        """The files a compile depended on: every unit's list, each copy of a user's file as
+        that file, less the variant's own (its key holds their bytes); what annotune knows
+        where a list is missing, and added to them for a failed compile, which a new header
+        in an include directory may mend: the variant's files, the include directories and
+        forced includes, each other unit's directory (its quoted includes look there first)."""
+        variant = job.variant
+        paths: list[str] = []
+        for listed in job.reads.values():
+            for path in listed or ():
+                original = self._original(job, path)
+                if original == path or under_root(variant, original) not in variant.files:
+                    paths.append(original)
+        if not ok or None in job.reads.values():
             paths += [str(variant.root / name) for name in variant.files]
-            paths += includes + self._command_inputs
+            paths += job.includes + command_inputs(batch.command.expand(self.compiler.argv))
+            others = [self._original(job, unit) for unit in job.units[1:]]
+            paths += [os.path.dirname(os.path.join(os.getcwd(), unit)) for unit in others]
         return paths
+
+
+def _within(path: str, directory: Path) -> bool:
+    return os.path.abspath(path).startswith(os.path.abspath(directory) + os.sep)
 
 
 def _save(

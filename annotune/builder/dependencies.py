@@ -11,6 +11,12 @@ directories on the command line, each directory taken as the names and contents 
 C, C++ and CUDA files directly in it (so a header added there counts too).
 Every file the compiler lists is hashed, system headers included: that costs milliseconds per
 batch and needs no rule for which directories are "system".
+
+A command may compile several translation units (`{source} other.c`), and a compiler writes one
+list per unit: with one `-MF` for all, each unit's list overwrites the one before. So the
+builder asks for each unit's list on its own (`-M`), and the files the command names itself
+(`command_files`: the other sources, objects, libraries, each `-lNAME` as every file the linker
+may take for it, response files) are part of the key: they are known before any compile.
 """
 
 from __future__ import annotations
@@ -18,9 +24,16 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shlex
 import shutil
 import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+
+from annotune.core.diagnostics import AnnotuneError
+from annotune.core.inputs import SOURCE, read_input
 
 COMPILE_ENVIRONMENT = (
     "CPATH",
@@ -126,20 +139,154 @@ def command_inputs(argv: tuple[str, ...]) -> list[str]:
     return found
 
 
+_OUTPUT_FLAGS = frozenset(
+    ("-o", "-MF", "-MT", "-MQ", "--output-file", "--dependency-output", "-odir",
+     "--output-directory")
+)  # fmt: skip
+# What a driver takes as an input by its name alone: sources, objects, libraries, nvcc's device
+# code. Not any file named: a wrapper's own arguments may be its log, written as it runs.
+_INPUT_SUFFIXES = frozenset(
+    (".c", ".cc", ".cp", ".cpp", ".cxx", ".c++", ".cu", ".o", ".obj", ".a", ".lib", ".so",
+     ".dylib", ".ptx", ".cubin", ".fatbin")
+)  # fmt: skip
+_VERSIONED_LIBRARY = re.compile(r"\.so(?:\.\d+)+$")
+_LIBRARY_DIR_FLAGS = ("-L", "--library-path")
+_LIBRARY_FLAGS = ("-l", "--library")
+_OPTIONS_FILE_FLAGS = ("-optf", "--options-file")  # nvcc's response files; gcc's are `@FILE`
+
+
+@dataclass(frozen=True)
+class CommandInputs:
+    """The files a compile command names for the compiler to read, as they are when a batch
+    starts. `files`, absolute: the sources, objects and libraries, the files the linker may take
+    for each `-lNAME` (`libNAME.so`, `libNAME.a` in each `-L` directory, then LIBRARY_PATH's),
+    the response files; a file not there is a dependency too (its appearing is a change).
+    `responses`: each response file's arguments (None when it cannot be read: the compiler
+    then says why), by path."""
+
+    files: tuple[str, ...]
+    responses: dict[str, tuple[str, ...] | None]
+
+    def expand(self, argv: Sequence[str]) -> list[str]:
+        """`argv` with each response file (`@FILE`, nvcc's `--options-file`) replaced by the
+        arguments it holds: what the compiler reads, every translation unit in sight."""
+        return _expand(argv, self.responses.get, frozenset())
+
+
+def command_files(argv: Sequence[str]) -> CommandInputs:
+    """`argv`'s `CommandInputs` (placeholders, annotune's own, are left out)."""
+    responses: dict[str, tuple[str, ...] | None] = {}
+
+    def read(path: str) -> tuple[str, ...] | None:
+        if path not in responses:
+            responses[path] = _response_words(path)
+        return responses[path]
+
+    expanded = _expand(argv, read, frozenset())
+    files = list(responses)
+    directories: list[str] = []
+    libraries: list[str] = []
+    index = 1
+    while index < len(expanded):
+        arg, span = expanded[index], 1
+        directory = _option(expanded, index, _LIBRARY_DIR_FLAGS)
+        library = _option(expanded, index, _LIBRARY_FLAGS)
+        if "{" in arg or expanded[index - 1] in _OUTPUT_FLAGS:
+            pass
+        elif directory is not None or library is not None:
+            value, span = directory or library or ("", 1)
+            (directories if directory is not None else libraries).append(value)
+        elif not arg.startswith("-") and _names_input(arg):
+            files.append(os.path.join(os.getcwd(), arg))
+        index += span
+    directories += [d for d in os.environ.get("LIBRARY_PATH", "").split(os.pathsep) if d]
+    for library in libraries:
+        names = (
+            [library[1:]] if library.startswith(":") else [f"lib{library}.so", f"lib{library}.a"]
+        )
+        files += [os.path.join(os.getcwd(), d, name) for d in directories for name in names]
+    return CommandInputs(tuple(dict.fromkeys(files)), responses)
+
+
+def _names_input(arg: str) -> bool:
+    suffix = os.path.splitext(arg)[1].lower()
+    return suffix in _INPUT_SUFFIXES or _VERSIONED_LIBRARY.search(arg) is not None
+
+
+def _option(argv: Sequence[str], index: int, flags: Sequence[str]) -> tuple[str, int] | None:
+    """The value of `argv[index]` when it is one of `flags`, and how many arguments it spans:
+    `-L DIR` two, `-LDIR` (a one-letter flag) and `--library-path=DIR` one."""
+    arg = argv[index]
+    if arg in flags:
+        return (argv[index + 1], 2) if index + 1 < len(argv) else None
+    name, equals, value = arg.partition("=")
+    if equals and name in flags and name.startswith("--"):
+        return value, 1
+    letter = next((f for f in flags if len(f) == 2 and arg.startswith(f) and arg != f), None)
+    return (arg[2:], 1) if letter else None
+
+
+def _expand(
+    argv: Sequence[str],
+    read: Callable[[str], tuple[str, ...] | None],
+    seen: frozenset[str],
+) -> list[str]:
+    """`argv` with each response file `read` can read replaced by its arguments, themselves
+    expanded (a file that names itself, directly or not, is left as written)."""
+    expanded: list[str] = []
+    index = 0
+    while index < len(argv):
+        arg = argv[index]
+        option = _option(argv, index, _OPTIONS_FILE_FLAGS)
+        if option is not None:
+            names, span = option[0].split(","), option[1]
+        elif arg.startswith("@") and len(arg) > 1 and "{" not in arg:
+            names, span = [arg[1:]], 1
+        else:
+            expanded.append(arg)
+            index += 1
+            continue
+        words: list[str] | None = []
+        for name in names:
+            path = os.path.join(os.getcwd(), name)
+            held = None if path in seen else read(path)
+            if held is None or words is None:
+                words = None
+                continue
+            words += _expand(held, read, seen | {path})
+        expanded += argv[index : index + span] if words is None else words
+        index += span
+    return expanded
+
+
+def _response_words(path: str) -> tuple[str, ...] | None:
+    """A response file's arguments, split at blanks with quotes and backslashes as gcc reads
+    them; None when it cannot be read."""
+    try:
+        text = read_input(Path(path), SOURCE).decode(errors="surrogateescape")
+        return tuple(shlex.split(text))
+    except (AnnotuneError, ValueError):
+        return None
+
+
 class Digests:
     """Content digests of dependencies, each path read at most once while one batch builds.
 
     A file's digest is its SHA-256; a directory's covers the names and contents of the C, C++
-    and CUDA files directly in it; a path that is not there has the digest "absent".
+    and CUDA files directly in it; a path that is not there has the digest "absent". `memo`,
+    kept by the builder from batch to batch, holds the digests of files that had settled when
+    read (`_SETTLED`), by their status: a library of hundreds of MiB the command links is then
+    read again only once it changed, not once per batch.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, memo: dict[tuple[object, ...], bytes] | None = None) -> None:
         self._known: dict[str, str] = {}
+        self._memo = memo if memo is not None else {}
 
     def __call__(self, path: str) -> str:
         digest = self._known.get(path)
         if digest is None:
-            digest = self._known[path] = _digest(path)
+            digest = self._known[path] = self._digest(path)
         return digest
 
     def of(self, paths: list[str]) -> dict[str, str]:
@@ -148,24 +295,45 @@ class Digests:
     def unchanged(self, recorded: dict[str, str]) -> bool:
         return all(self(path) == digest for path, digest in recorded.items())
 
+    def _digest(self, path: str) -> str:
+        try:
+            if os.path.isdir(path):
+                h = hashlib.sha256(b"directory\0")
+                for name in sorted(os.listdir(path)):
+                    entry = os.path.join(path, name)
+                    suffix = os.path.splitext(name)[1].lower()
+                    if suffix in _SOURCE_SUFFIXES and os.path.isfile(entry):
+                        h.update(name.encode(errors="surrogateescape") + b"\0")
+                        h.update(self._file_digest(entry))
+                return h.hexdigest()
+            return self._file_digest(path).hex()
+        except OSError:
+            return "absent"
 
-def _digest(path: str) -> str:
-    try:
-        if os.path.isdir(path):
-            h = hashlib.sha256(b"directory\0")
-            for name in sorted(os.listdir(path)):
-                entry = os.path.join(path, name)
-                if os.path.splitext(name)[1].lower() in _SOURCE_SUFFIXES and os.path.isfile(entry):
-                    h.update(name.encode(errors="surrogateescape") + b"\0" + _file_digest(entry))
-            return h.hexdigest()
-        return _file_digest(path).hex()
-    except OSError:
-        return "absent"
+    def _file_digest(self, path: str) -> bytes:
+        known = self._memo.get(_stamp(path, os.stat(path)))
+        if known is not None:
+            return known
+        with open(path, "rb") as file:
+            status = os.fstat(file.fileno())
+            h = hashlib.sha256()
+            while chunk := file.read(1 << 20):
+                h.update(chunk)
+        if time.time_ns() - max(status.st_mtime_ns, status.st_ctime_ns) > _SETTLED:
+            self._memo[_stamp(path, status)] = h.digest()
+        return h.digest()
 
 
-def _file_digest(path: str) -> bytes:
-    with open(path, "rb") as file:
-        return hashlib.sha256(file.read()).digest()
+def _stamp(path: str, status: os.stat_result) -> tuple[object, ...]:
+    """What names a file's content while it is unchanged: its path, device, inode, size, and
+    modification and change times (a write sets both, and no one can set the second back)."""
+    return (path, status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns,
+            status.st_ctime_ns)  # fmt: skip
+
+
+_SETTLED = 2_000_000_000
+"""Nanoseconds since a file last changed after which its status names its content: a file
+changed again within the clock tick of a change just before would keep its times and size."""
 
 
 def compiler_fingerprint(executable: str, version_output: str) -> str:

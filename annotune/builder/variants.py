@@ -1,20 +1,23 @@
 """The source of one configuration: `-D` flags for guarded macros, rewritten copies for the rest.
 
-A guarded macro (`#ifndef NAME`) or a parameter with no #define is set with `-DNAME=V`. An
-unguarded `#define` or a pragma literal cannot be overridden that way, so those files are
-copied into the variant's directory with the default value's bytes replaced (libclang gave us
-their exact spans); the user's files are never touched.
+A guarded macro (`#ifndef NAME`) or a parameter with no #define is set with `-DNAME=V`, but
+one that reaches the program only through its environment (`env_only_params`) gets nothing: its
+values are one binary, run with different environments. An unguarded `#define` or a pragma
+literal cannot be overridden with `-D`, so those files are copied into the variant's directory
+with the default value's bytes replaced (libclang gave us their exact spans); the user's files
+are never touched.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from annotune.annotate import Problem, TunableParam
+from annotune.annotate.summary import env_only_params
 from annotune.core.inputs import SOURCE, read_input
 from annotune.core.records import Number
 
@@ -65,7 +68,10 @@ def variant_source(
     originals = originals if originals is not None else read_files(problem)
     defines: list[str] = []
     edits: dict[str, list[tuple[int, int, bytes]]] = {}
+    through_env = env_only_params(problem)
     for param in problem.params:
+        if param.name in through_env:
+            continue
         value = format_value(params[param.name])
         if not needs_copy(param):
             defines.append(f"-D{param.name}={value}")
@@ -102,6 +108,23 @@ def read_files(problem: Problem) -> dict[str, bytes]:
     return {file: read_input(Path(file), SOURCE) for file in problem.files}
 
 
+def rewritten_originals(variant: VariantSource, originals: Mapping[str, bytes]) -> set[str]:
+    """The user's files whose copy in `variant` differs from them (`originals` as `read_files`
+    gives them), by real path: a translation unit that reads one of these reads another value
+    than the variant's."""
+    return {
+        os.path.realpath(file)
+        for file, data in originals.items()
+        if variant.files.get(os.path.relpath(os.path.abspath(file), variant.root), data) != data
+    }
+
+
+def under_root(variant: VariantSource, path: str) -> str | None:
+    """`path` relative to the variant's root, where its copy goes; None when it lies outside."""
+    relative = os.path.relpath(os.path.abspath(path), variant.root)
+    return None if relative == os.pardir or relative.startswith(os.pardir + os.sep) else relative
+
+
 def materialize(variant: VariantSource, directory: Path) -> Path:
     """The source file to compile: the original, or a rewritten copy under `directory`."""
     if not variant.rewritten:
@@ -126,12 +149,16 @@ def copy_dirs(variant: VariantSource) -> list[str]:
     return list(dict.fromkeys(os.path.dirname(name) for name in variant.files))
 
 
-def copies_first(argv: list[str], variant: VariantSource, copies: Path) -> list[str]:
+def copies_first(
+    argv: list[str], variant: VariantSource, copies: Path, more: Iterable[str] = ()
+) -> list[str]:
     """`argv` with each include directory that holds some of the user's files preceded by the
     directory of their copies under `copies`: a rewritten header is then found before its
     original however it is included (from a file in another directory, with `<...>`, through
-    a `-I` of the user's command that comes before annotune's own)."""
-    mirrors = {os.path.normpath(variant.root / d): str(copies / d) for d in copy_dirs(variant)}
+    a `-I` of the user's command that comes before annotune's own). `more`: the directories,
+    relative to `root`, of other files copied beside them (another translation unit's)."""
+    dirs = dict.fromkeys([*copy_dirs(variant), *more])
+    mirrors = {os.path.normpath(variant.root / d): str(copies / d) for d in dirs}
     result: list[str] = []
     for index, arg in enumerate(argv):
         previous = argv[index - 1] if index else ""

@@ -11,6 +11,11 @@ kept, `{output}` becoming the macro list; nvcc's preprocessor is its host compil
 macro `#undef`'d by the end) does one more run (`-dD`: each definition in place, with line
 markers) find the definition the compiler used, for the message.
 
+A command may compile other translation units with the tuned source (`{source} file.c`): a
+value is the program's only when every unit that reads it has it, so each is checked too (for
+the `-D` macros, which reach every unit, and those set in a file the unit read), and a failure
+names the unit.
+
 Pragma literals are not macros: their rewritten text is what the compiler reads.
 """
 
@@ -103,6 +108,14 @@ def preprocess_command(argv: Sequence[str], source: str, letter: str = "") -> li
     return kept
 
 
+def dependency_command(argv: Sequence[str], source: str) -> list[str]:
+    """`preprocess_command` asking for the make rule of the files `source` reads (`-M`) in
+    place of its text: gcc, clang, nvcc and nvc write it to `-o`, one unit at a time (with
+    `-MD -MF` on a command of several units, each unit's list overwrites the one before)."""
+    command = preprocess_command(argv, source)
+    return [command[0], "-M", *command[2:]]
+
+
 def source_inputs(argv: Sequence[str]) -> list[str]:
     """The source files a rendered compile command compiles (`.c`, `.cu`, ...): annotune's
     variant and any other the user's command names, which the same `-D` flags reach."""
@@ -116,11 +129,17 @@ def source_inputs(argv: Sequence[str]) -> list[str]:
 
 
 def check_values(
-    argv: Sequence[str], source: str, dump: Path, tuned: Sequence[Tuned], timeout: float
+    argv: Sequence[str],
+    source: str,
+    dump: Path,
+    tuned: Sequence[Tuned],
+    timeout: float,
+    unit: str = "",
 ) -> CompileResult:
     """Whether every `tuned` macro has its value for the compiler; `argv` is the compile of
     `source` with `{output}` rendered as `dump`. A failure names each macro, the value the
-    compiler sees, the tuned one and the definition that won (FILE:LINE)."""
+    compiler sees, the tuned one and the definition that won (FILE:LINE); `unit` names the
+    translation unit checked when it is not the tuned source, one of the command's others."""
     done = _run(preprocess_command(argv, source, "M"), dump, timeout)
     if isinstance(done, CompileResult):
         return done
@@ -145,7 +164,8 @@ def check_values(
         problems.append(_mismatch(macro, value, found))
     if not problems:
         return CompileResult(True, seconds)
-    said = "tuned value not seen by the compiler: " + "; ".join(problems)
+    where = f" in {unit}" if unit else ""
+    said = f"tuned value not seen by the compiler{where}: " + "; ".join(problems)
     return CompileResult(False, seconds, said)
 
 
@@ -224,5 +244,12 @@ def macro_number(text: str) -> Number | None:
 
 
 def tuned_macros(params: Sequence[TunableParam], values: Mapping[str, Number]) -> list[Tuned]:
-    """The macros of a configuration: every parameter but a pragma literal, which is no macro."""
-    return [Tuned(p.name, values[p.name], p.location) for p in params if p.origin != "literal"]
+    """The macros of a configuration: every parameter but a pragma literal, which is no macro,
+    and a config parameter that the user's files neither define nor use, which the program
+    cannot read (one set only through the environment gets no `-D` at all)."""
+    unread = [p.origin == "config" and p.value_span is None and not p.uses for p in params]
+    return [
+        Tuned(p.name, values[p.name], p.location)
+        for p, skip in zip(params, unread, strict=True)
+        if p.origin != "literal" and not skip
+    ]

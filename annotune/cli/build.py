@@ -19,6 +19,13 @@ The common path (OUT already holds the tuned header) only compares a file: the s
 parsed, and neither libclang, jinja2 nor rich is imported (a no-op `make` pays for Python,
 typer and this); with `--shadow-dir`, DIR's manifest stands in for the parse.
 
+`--env-file FILE` writes the environment the header's values are for (its `ANNOTUNE_ENV_`
+macros: the config's `[file.env]` at the tuned values, `OMP_NUM_THREADS=4` of a tuned thread
+count) as `export NAME=VALUE` lines, each value quoted for the shell, for a job script to source
+(`. FILE`) before it runs the program; `--json` gives it as `env`. Like OUT, FILE is rewritten
+only when it changes. A size-aware header (`tune --sizes`) has no one environment: each size
+has its own, so `env` is null and `--env-file` an error.
+
 `--per-arch` (CUDA sources) writes instead one header that holds every GPU's committed tuned
 header, for a binary built for several architectures (`emit.arch`): device code chooses by
 `__CUDA_ARCH__`, the host by a generated function of the compute capability. Each GPU's
@@ -40,8 +47,9 @@ from annotune.cli.app import JsonFlag, app, print_json, user_errors
 from annotune.cli.params import GpusOption, device_name, output_dir, output_file
 from annotune.core.diagnostics import AnnotuneError, Location
 from annotune.core.files import same_content
-from annotune.emit import render_defaults_header, tuned_header_path, write_if_changed
+from annotune.emit import header_env, render_defaults_header, tuned_header_path, write_if_changed
 from annotune.emit.shadow import header_values, recorded_compile, write_copies
+from annotune.emit.sizes import MARKER as SIZES_MARKER
 from annotune.run.device import DEVICE_ENV, current_device_name
 
 if TYPE_CHECKING:
@@ -99,12 +107,26 @@ def build(
         ),
     ] = None,
     gpus: GpusOption = None,
+    env_file: Annotated[
+        Path | None,
+        typer.Option(
+            callback=output_file,
+            help="Also write the environment the header's values are for (the config's "
+            "[file.env] at them) here, as `export NAME=VALUE` lines to source before a run.",
+        ),
+    ] = None,
     json: JsonFlag = False,
 ) -> None:
     """Write the tuned header of FILE for this device to OUT (the defaults if it has none)."""
     with user_errors():
         if not file.is_file():
             raise AnnotuneError("no such file", Location(str(file), 1, 1))
+        if per_arch and env_file is not None:
+            raise AnnotuneError(
+                "--env-file goes without --per-arch: a binary for several GPUs has one "
+                "environment per GPU",
+                hint="write each GPU's: `annotune build FILE --device NAME -o OUT --env-file ENV`",
+            )
         if per_arch or host_device is not None:
             _per_arch_options(per_arch, device, shadow_dir)
             header, changed = _build_per_arch(file, out, out_dir, config, gpus, host_device)
@@ -138,7 +160,10 @@ def build(
                 compile_args = _shadow(problem, file, text, header, shadow_dir)
         elif tuned and not same_content(out, text.encode("utf-8")):
             _check_reaches(_problem(file, config), file, text, header)
+        env = _environment(text, header if tuned else out, env_file)
         changed = write_if_changed(out, text)
+        if env_file is not None and env is not None:
+            write_if_changed(env_file, _exports(env))
     if json:
         print_json(
             {
@@ -147,10 +172,33 @@ def build(
                 "output": str(out),
                 "changed": changed,
                 "shadow": compile_args,
+                "env": env,
             }
         )
     elif compile_args is not None:
         print(shlex.join(compile_args))
+
+
+def _environment(text: str, header: Path, env_file: Path | None) -> dict[str, str] | None:
+    """The environment the header's values are for; None for a size-aware header, whose
+    sizes may each have their own (in its comment): AnnotuneError then when `env_file` asks
+    for one, before OUT is written."""
+    if SIZES_MARKER not in text:
+        return header_env(text, str(header))
+    if env_file is not None:
+        raise AnnotuneError(
+            f"{header} selects its values per problem size, and each size's environment is "
+            "its own: --env-file cannot choose one",
+            hint="its comment says each size's environment",
+        )
+    return None
+
+
+def _exports(env: dict[str, str]) -> str:
+    """`env` as lines a POSIX shell sources: names are C identifiers (the config and
+    `header_env` allow no other), values quoted with shlex."""
+    lines = [f"export {name}={shlex.quote(value)}\n" for name, value in env.items()]
+    return "# the environment of the tuned values (annotune build --env-file)\n" + "".join(lines)
 
 
 def _per_arch_options(per_arch: bool, device: str | None, shadow_dir: Path | None) -> None:
@@ -279,7 +327,13 @@ def _check_reaches(problem: Problem, file: Path, text: str, header: Path) -> Non
     if not ignored:
         return
     first, *others = ignored
-    kind = "pragma literal" if first.origin == "literal" else "unguarded #define"
+    kind = (
+        "pragma literal"
+        if first.origin == "literal"
+        else "constant"
+        if first.constant
+        else "unguarded #define"
+    )
     message = (
         f"{first.name} is tuned to {tuned[first.name]}{where} ({header}), but the compiler "
         f"uses this {kind}, {first.default}: a header included with -include cannot override it"

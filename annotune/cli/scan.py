@@ -11,7 +11,12 @@ from rich.table import Table
 from rich.text import Text
 
 from annotune.annotate import Problem, read_problem_and_source
-from annotune.annotate.summary import SpaceSummary, scan_warnings, summarize_space
+from annotune.annotate.summary import (
+    SpaceSummary,
+    env_only_params,
+    scan_warnings,
+    summarize_space,
+)
 from annotune.cli.app import ConfigPath, JsonFlag, app, print_json, stderr, stdout, user_errors
 from annotune.core.diagnostics import Location
 
@@ -49,6 +54,10 @@ def scan_json(
     }
 
 
+def _use_kinds(param) -> str:
+    return ", ".join(dict.fromkeys(u.kind for u in param.uses)) or "-"
+
+
 def _where(location) -> str:
     return f"{location.file}:{location.line}:{location.column}"
 
@@ -57,6 +66,7 @@ def _print_table(problem: Problem, summary: SpaceSummary) -> None:
     table = Table(title=f"{problem.source}: {len(problem.params)} tunable parameters")
     for column in ("name", "domain", "n", "default", "origin", "-D", "declared at", "used in"):
         table.add_column(column, no_wrap=column in ("name", "declared at"))
+    through_env = env_only_params(problem)
     for param in problem.params:
         where = param.location
         table.add_row(
@@ -65,19 +75,27 @@ def _print_table(problem: Problem, summary: SpaceSummary) -> None:
             str(len(param.values)),
             str(param.default),
             param.origin,
-            "yes" if param.guarded else "no",
+            "env" if param.name in through_env else "yes" if param.guarded else "no",
             f"{Path(where.file).name}:{where.line}",
-            ", ".join(dict.fromkeys(u.kind for u in param.uses)) or "-",
+            "env" if param.name in through_env else _use_kinds(param),
         )
     stdout.print(table)
     for constraint in problem.constraints:
         where = Text(_where(constraint.location), style="dim")
         stdout.print(Text.assemble(f"constraint  {constraint.text}    ", where))
     stdout.print(summary.describe())
-    unguarded = [p.name for p in problem.params if not p.guarded]
+    unguarded = [p.name for p in problem.params if not p.guarded and not p.constant]
     if unguarded:
         stderr.print(
             f"note: {', '.join(unguarded)} cannot be set with -D (no #ifndef guard or a pragma "
             "literal): tune rewrites a copy of the source; `annotune lift FILE` fixes the source "
             "once so the tuned header takes effect."
+        )
+    constants = [p.name for p in problem.params if p.constant]
+    if constants:
+        stderr.print(
+            f"note: {', '.join(constants)} "
+            + ("are C constants" if len(constants) > 1 else "is a C constant")
+            + ": tune rewrites the initializer in a copy of the source; to ship the tuned "
+            "values, compile the copies `annotune build --shadow-dir` writes."
         )

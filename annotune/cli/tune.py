@@ -751,16 +751,21 @@ def _print_report(report: TuneReport) -> None:
 
 def _breakdown(wall: WallBreakdown) -> str:
     """The tune's wall time and its parts, e.g. "62.1 s: compile 1.2 s (41.0 s in the pool),
-    start-up 20.1 s, run 30.2 s, ..."; the GPU's busy share last."""
+    start-up 20.1 s, timed out 3.0 s, run 30.2 s, ..."; last, the share of it in timed
+    regions: the GPU's busy share, or a host program's (a CPU tune has no GPU to speak of)."""
     parts = [
         f"compile {wall.compile:.1f} s ({wall.compiled:.1f} s in the pool)",
         f"start-up {wall.startup:.1f} s",
+        *([f"timed out {wall.timeout:.1f} s"] if wall.timeout else []),
         f"run {wall.run:.1f} s",
         f"search {wall.search:.1f} s",
         f"final check {wall.recheck:.1f} s",
         f"other {wall.other:.1f} s",
     ]
-    busy = f"; GPU busy {wall.gpu / wall.wall:.0%}" if wall.gpu and wall.wall > 0 else ""
+    busy = ""
+    if wall.gpu and wall.wall > 0:
+        what = "GPU busy" if wall.busy_on == "GPU" else "in timed regions"
+        busy = f"; {what} {wall.gpu / wall.wall:.0%}"
     return f"{wall.wall:.1f} s: " + ", ".join(parts) + busy
 
 

@@ -6,6 +6,9 @@ timestamps, no absolute paths) so that re-tuning to the same result changes noth
 and `write_if_changed` leaves an unchanged file alone so that make does not rebuild.
 
 Every define is wrapped in `#ifndef NAME`, so a `-D NAME=...` on the command line still wins.
+The environment the values are for (the config's `[file.env]` at them: `OMP_NUM_THREADS` of a
+tuned `THREADS`) is a string macro per variable, `#define ANNOTUNE_ENV_OMP_NUM_THREADS "4"`,
+which the program may read and `header_env` reads back for `annotune build --env-file`.
 
 Importing this module is cheap: `annotune build` only finds and copies a tuned header on every
 `make`, so jinja2 is imported when a header is first rendered and the other stages' types
@@ -23,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from annotune import __version__
-from annotune.core.diagnostics import AnnotuneError
+from annotune.core.diagnostics import AnnotuneError, Location
 from annotune.core.files import replace_atomically, same_content, why_not_writable
 
 if TYPE_CHECKING:
@@ -36,6 +39,8 @@ TEMPLATE = "tuned_header.h.j2"
 TUNED_DIR = "tuned"
 PREDICTED = "predicted, not measured"
 """What a header written from a model's prediction alone says of itself."""
+ENV_PREFIX = "ANNOTUNE_ENV_"
+"""What begins the name of each environment variable's macro in a header."""
 
 
 def tuned_header_path(source: Path, device: str, out_dir: Path | None = None) -> Path:
@@ -49,6 +54,13 @@ class _Define:
     name: str
     value: str
     note: str
+    constant: bool = False  # a C constant: a #define of its name would break its declaration
+
+
+@dataclass(frozen=True)
+class _EnvVar:
+    name: str
+    value: str  # a C string literal
 
 
 def render_header(
@@ -95,6 +107,7 @@ def render_header(
         environment=environment,
         guard=_guard(problem.source),
         params=[_define(p, params[p.name], problem.source.name) for p in problem.params],
+        **_env(problem, params),
     )
 
 
@@ -110,6 +123,7 @@ def render_defaults_header(
         tool_version=tool_version,
         guard=_guard(problem.source),
         params=[_define(p, p.default, problem.source.name) for p in problem.params],
+        **_env(problem, {p.name: p.default for p in problem.params}),
     )
 
 
@@ -166,9 +180,79 @@ def _template() -> jinja2.Template:
 
 def _define(param: TunableParam, value: Number, source_name: str) -> _Define:
     note = f"{param.domain}; default {_c_value(param.default)}"
-    if not param.guarded:
+    if param.constant:
+        note += "; a C constant"
+    elif not param.guarded:
         note += f"; the source ignores this until `annotune lift {source_name}`"
-    return _Define(param.name, _c_value(value), note)
+    return _Define(param.name, _c_value(value), note, param.constant)
+
+
+def _env(problem: Problem, params: Mapping[str, Number]) -> dict:
+    """The template's environment block: the config's `[file.env]` at `params`."""
+    from annotune.annotate.summary import environment_at  # annotate is loaded: it made `problem`
+
+    env = environment_at(problem, params)
+    return {"env_prefix": ENV_PREFIX, "env": [_EnvVar(k, _c_string(v)) for k, v in env.items()]}
+
+
+_PLAIN = frozenset(
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 _-.,:;/=+@%^~!#$&()[]{}<>|"
+)  # characters a C string literal holds as they are; `*` too would let "/*" open a comment
+
+
+def _c_string(text: str) -> str:
+    """`text` as a C string literal that `header_env` reads back exactly: every byte of its
+    UTF-8 other than `_PLAIN` characters as a three-digit octal escape."""
+    return (
+        '"'
+        + "".join(chr(b) if chr(b) in _PLAIN else f"\\{b:03o}" for b in text.encode("utf-8"))
+        + '"'
+    )
+
+
+_ENV_DEFINE = re.compile(
+    r"[ \t]*#[ \t]*define[ \t]+" + ENV_PREFIX + r"([A-Za-z_][A-Za-z0-9_]*)[ \t]+(.*?)[ \t]*"
+)
+_STRING = re.compile(r'"((?:[^"\\\n]|\\[0-7]{1,3}|\\["\\])*)"')
+_PIECE = re.compile(r"\\([0-7]{1,3})|\\(.)|([^\\]+)")
+
+
+def header_env(text: str, path: str) -> dict[str, str]:
+    """The environment a tuned header says its values are for (its `ANNOTUNE_ENV_` macros), in
+    its order; {} for a header without (older, or a source whose config sets none).
+    AnnotuneError at the line of a macro whose value is not a string literal annotune reads
+    (plain characters, octal escapes, `\\"` and `\\\\`) or not UTF-8."""
+    env: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        define = _ENV_DEFINE.fullmatch(line)
+        if define is None:
+            continue
+        literal = _STRING.fullmatch(define.group(2))
+        try:
+            if literal is None:
+                raise ValueError("not a string literal")
+            env[define.group(1)] = _string_value(literal.group(1))
+        except ValueError as error:  # UnicodeDecodeError too
+            raise AnnotuneError(
+                f"the environment variable {define.group(1)} of this header is "
+                f"'{define.group(2)}', which annotune cannot read ({error})",
+                Location(path, number, line.index(define.group(2)) + 1),
+            ) from None
+    return env
+
+
+def _string_value(body: str) -> str:
+    """The text a C string literal's body (between its quotes) stands for; ValueError for a
+    byte that no environment variable holds, or bytes that are not UTF-8."""
+    data = bytearray()
+    for octal, escaped, plain in _PIECE.findall(body):
+        if not octal:
+            data += (escaped or plain).encode("utf-8")
+        elif 0 < int(octal, 8) < 256:
+            data.append(int(octal, 8))
+        else:
+            raise ValueError(f"\\{octal} is no character of an environment variable")
+    return data.decode("utf-8")
 
 
 def _c_value(value: Number) -> str:

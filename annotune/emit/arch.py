@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from annotune import __version__
 from annotune.core.diagnostics import AnnotuneError, Location
 from annotune.core.inputs import InputKind, read_text
-from annotune.emit import PREDICTED, _c_value, _Define, _define, _template, slugify
+from annotune.emit import ENV_PREFIX, PREDICTED, _c_value, _Define, _define, _template, slugify
 from annotune.emit.sizes import MARKER as SIZES_MARKER
 from annotune.space.expressions import ExpressionError, parse_constant
 
@@ -182,6 +182,8 @@ def _values(path: Path, lines: list[str], start: int) -> dict[str, Number]:
                 raise _not_ours(path, number, f"'#define {name}' has no value")
             if name in values:
                 raise _not_ours(path, number, f"{name} is defined twice")
+            if name.startswith(ENV_PREFIX):  # the environment (`header_env`), not a value
+                continue
             column = line.index(written, line.index(name) + len(name)) + 1
             values[name] = _number(written, Location(str(path), number, column), name)
         elif word == "endif":

@@ -17,6 +17,11 @@ named here, the very compiles a tune on such a GPU runs): with NVRTC, nvcc compi
 cannot (each such fallback counted), or with the user's compile command; NVRTC needs an
 architecture, so with none named it is given the oldest it knows (`NVRTC_DEFAULT_ARCH`).
 Program mode adds `-arch=sm_XY` to the program's nvcc command.
+
+Registers, shared memory and spills are ptxas's report, which nvcc prints with `-Xptxas -v`:
+the nvcc preset has it, and a command of the user's that runs nvcc without it is given it
+(those compiles are cached apart from a tune's under the command as written). Another compiler
+of CUDA (clang) gives no such report, and the report says so.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 
@@ -142,6 +148,7 @@ def compile_configurations(
     count = len(legal) if options.budget is None else options.budget
     picks = space.to_dicts(legal[strategy.ask(count)])
     configs = [default, *(c for c in picks if c != default)][:count]
+    unreported = "" if nvrtc or not cuda else _unreported(options.compiler)
     with Builder(
         problem,
         compiler=None if nvrtc else _compiler(problem, options, capability),
@@ -156,7 +163,7 @@ def compile_configurations(
             builds[i] = build
     report = _report(builds, builder, capability, legal_count, time.monotonic() - started)
     moved = place.warning if options.cache_dir is None else ""
-    warnings = tuple(w for w in (builder.nvrtc_unavailable, moved) if w)
+    warnings = tuple(w for w in (builder.nvrtc_unavailable, moved, unreported) if w)
     return replace(report, warnings=warnings)
 
 
@@ -183,11 +190,50 @@ def _compute_capability(arch: str | None, device: str | None) -> tuple[int, int]
 def _compiler(
     problem: Problem, options: TuneOptions, capability: tuple[int, int] | None
 ) -> CompilerCommand | None:
-    """The user's compile command, or the default one, for `capability` when one is named."""
+    """The user's compile command, or the default one, for `capability` when one is named;
+    ptxas asked for its report when the user's runs nvcc."""
+    command = options.compiler
+    if command is not None and command.preset is None:
+        command = _with_ptxas_report(command)
     if capability is None:
-        return options.compiler
-    command = options.compiler or default_compiler(problem.language)
+        return command
+    command = command or default_compiler(problem.language)
     return with_arch(command.for_pragmas(problem.pragmas), capability)
+
+
+def _with_ptxas_report(command: CompilerCommand) -> CompilerCommand:
+    """`command` with `-Xptxas -v` after nvcc's name, unless it asks for the report already
+    or is no nvcc."""
+    compiler, *rest = command.argv
+    if Path(compiler).name != "nvcc" or _reports_resources(rest):
+        return command
+    return CompilerCommand((compiler, "-Xptxas", "-v", *rest))
+
+
+def _reports_resources(args: Sequence[str]) -> bool:
+    """Whether nvcc's `args` make ptxas print each kernel's resources: `-Xptxas -v` (or
+    `--verbose`, alone or in a comma list, `=` or a separate value), `--resource-usage`."""
+    for index, arg in enumerate(args):
+        if arg in ("--resource-usage", "-res-usage"):
+            return True
+        option, equals, value = arg.partition("=")
+        if option in ("-Xptxas", "--ptxas-options"):
+            if not equals:
+                value = args[index + 1] if index + 1 < len(args) else ""
+            if {"-v", "--verbose"} & set(value.split(",")):
+                return True
+    return False
+
+
+def _unreported(command: CompilerCommand | None) -> str:
+    """Why the kernels' resources of a CUDA source are not reported, or "": they are nvcc's
+    (ptxas's) report, and `command` (None: the nvcc preset) runs another compiler."""
+    if command is None or Path(command.argv[0]).name == "nvcc":
+        return ""
+    return (
+        f"the compile command runs {command.argv[0]}, not nvcc: no kernel's registers, shared "
+        "memory or spills are reported (they are ptxas's report, which nvcc prints)"
+    )
 
 
 def _report(

@@ -44,6 +44,7 @@ import numpy as np
 from annotune import __version__
 from annotune.annotate import Problem, problem_space
 from annotune.annotate.kernel import KernelSpec, LaunchError
+from annotune.annotate.summary import env_only_params
 from annotune.builder import Builder, CompilerCommand
 from annotune.core.diagnostics import AnnotuneError, Location
 from annotune.core.records import (
@@ -62,7 +63,7 @@ from annotune.results.database import Database, Owner, Study, StudyKey, config_k
 from annotune.run import energy
 from annotune.run.backends import select_backend
 from annotune.run.conditions import open_monitor
-from annotune.run.device import current_device_name, gpu_name
+from annotune.run.device import CPU_PREFIX, current_device_name, gpu_name
 from annotune.run.kernel import KernelReference, KernelRunner
 from annotune.run.program import ProgramRunner, RunSpec
 from annotune.run.sampling import Sampling
@@ -263,23 +264,28 @@ class WallBreakdown:
     a compile with nothing to measure (compiles overlap runs); `compiled` is the compile time
     summed over the pool's workers, which may exceed it. `startup` is the measurements' set-up
     (program mode: process start-up and whatever runs outside the timed region; kernel mode:
-    loading the module, the checked launch, warm-up), `run` the rest of the measurements, `gpu`
-    the device's busy time in timed runs (program mode: the timed regions). With several
-    devices, `startup` and `gpu` are averaged over them, and the measurements' time is the
+    loading the module, the checked launch, warm-up), `timeout` the same of measurements that
+    timed out, which is mostly runs killed at the limit and no start-up, `run` the rest of the
+    measurements, `gpu` the device's busy time in timed runs (program mode: the timed
+    regions). `busy_on` says what that time kept busy: "GPU" for GPU code on a GPU, "host" for
+    a host program or a CPU device, whose timed regions are no GPU's. With several devices,
+    `startup`, `timeout` and `gpu` are averaged over them, and the measurements' time is the
     time the search waited on them."""
 
     wall: float
     compile: float
     startup: float
+    timeout: float
     run: float
     search: float
     recheck: float
     other: float
     compiled: float
     gpu: float
+    busy_on: str
 
     def to_json(self) -> dict:
-        return {k: round(v, 3) for k, v in asdict(self).items()}
+        return {k: v if isinstance(v, str) else round(v, 3) for k, v in asdict(self).items()}
 
 
 class _Stopwatch:
@@ -300,21 +306,33 @@ class _Stopwatch:
     def add(self, name: str, seconds: float) -> None:
         self.parts[name] += seconds
 
-    def breakdown(self) -> WallBreakdown:
+    def book(self, measurement: Measurement, share: float = 1.0) -> None:
+        """A measurement's device time (`share` of it: one device's of several): its set-up as
+        start-up, or as time lost to a timeout when it timed out, and its timed regions."""
+        spent = measurement.compile_info.get("run_seconds", {})
+        setup = "timeout" if measurement.status == "timeout" else "startup"
+        self.add(setup, spent.get("setup", 0.0) * share)
+        self.add("gpu", spent.get("gpu", 0.0) * share)
+
+    def breakdown(self, busy_on: str) -> WallBreakdown:
         parts = self.parts
         wall = time.perf_counter() - self.started
         measure = parts["measure"]
         accounted = parts["compile"] + measure + parts["search"] + parts["recheck"]
+        startup = min(parts["startup"], measure)
+        timeout = min(parts["timeout"], measure - startup)
         return WallBreakdown(
             wall=wall,
             compile=parts["compile"],
-            startup=min(parts["startup"], measure),
-            run=max(0.0, measure - parts["startup"]),
+            startup=startup,
+            timeout=timeout,
+            run=max(0.0, measure - startup - timeout),
             search=parts["search"],
             recheck=parts["recheck"],
             other=max(0.0, wall - accounted),
             compiled=parts["compiled"],
             gpu=parts["gpu"],
+            busy_on=busy_on,
         )
 
 
@@ -983,6 +1001,7 @@ class _Session:
         self.live: _LiveTransfer | None = None  # learning from other kinds as they measure
         self.unmetered = 0  # configurations that ran with no energy, tuning for energy
         self.stopwatch = _Stopwatch()
+        self.through_env = env_only_params(problem)  # one binary for all their values
         self.progress: TuneProgress
 
     def batch_size(self) -> int:
@@ -1077,7 +1096,7 @@ class _Session:
         transient failure, and for the rest when anything (Ctrl-C) stops the batch."""
         done: dict[int, Measurement] = {}
         try:
-            with closing(self.builder.build_iter(configs)) as builds:
+            with closing(self.build_iter(configs)) as builds:
                 while True:
                     with self.stopwatch.part("compile"):
                         landed = next(builds, None)
@@ -1090,6 +1109,23 @@ class _Session:
                 if index not in done:
                     self.db.release(self.study, params, self.owner)
         return [done[i] for i in range(len(configs))]
+
+    def build_iter(self, configs: list[dict[str, Number]]) -> Iterator[tuple[int, BuildResult]]:
+        """`Builder.build_iter`, but configurations that differ only in parameters set through
+        the environment are built once, not once each in parallel: they are one binary, which
+        each runs with its own environment. The others come right after the one built, as
+        served from the cache."""
+        groups: dict[str, list[int]] = {}
+        for index, params in enumerate(configs):
+            binary = {k: v for k, v in params.items() if k not in self.through_env}
+            groups.setdefault(config_key(binary), []).append(index)
+        members = list(groups.values())
+        with closing(self.builder.build_iter([configs[g[0]] for g in members])) as builds:
+            for position, build in builds:
+                first, *others = members[position]
+                yield first, build
+                for other in others:
+                    yield other, replace(build, params=dict(configs[other]), cached=True)
 
     def _built(self, build: BuildResult) -> BuildResult:
         """Note what a build says of the compile: its pool time, and an NVRTC fallback."""
@@ -1108,9 +1144,7 @@ class _Session:
         """A runner's measurement, its wall time and set-up counted in the tune's breakdown."""
         with self.stopwatch.part("measure"):
             measurement = measure()
-        spent = measurement.compile_info.get("run_seconds", {})
-        self.stopwatch.add("startup", spent.get("setup", 0.0))
-        self.stopwatch.add("gpu", spent.get("gpu", 0.0))
+        self.stopwatch.book(measurement)
         return measurement
 
     def _measure_built(self, build: BuildResult) -> Measurement:
@@ -1278,7 +1312,7 @@ class _Session:
                 contenders.append(dict(m.params))  # one per program: the same one twice
                 programs.add(program)  # would be no second contender
         configs = [self.baseline_params, *contenders]
-        builds = dict(zip(map(config_key, configs), self.builder.build(configs), strict=True))
+        builds = {config_key(configs[i]): build for i, build in self.build_iter(configs)}
 
         def sample(params: Mapping[str, Number]) -> float | str:
             m = self.measurer.sample(builds[config_key(params)])
@@ -1367,11 +1401,22 @@ class _Session:
             timing="+".join(sorted(self.timing)),
             notes=self._notes(verdict, drift, interrupted),
             run_dir=self.measurer.run_dir,
-            wall_breakdown=self.stopwatch.breakdown(),
+            wall_breakdown=self.stopwatch.breakdown(self._busy_on()),
             devices=p.devices,
             devices_lost=self.devices_lost,
             objective=options.objective,
         )
+
+    def _busy_on(self) -> str:
+        """What the timed regions kept busy: "GPU" for GPU code (CUDA, OpenACC, a kernel) on a
+        device that is no host CPU, else "host"."""
+        problem = self.problem
+        gpu_code = (
+            kernel_mode(problem, self.options.mode)
+            or problem.language == "cuda"
+            or "acc" in problem.pragmas
+        )
+        return "GPU" if gpu_code and not self.progress.device.startswith(CPU_PREFIX) else "host"
 
     def _drift(self) -> Drift | None:
         if not self.drift or self.baseline is None or self.baseline.time is None:
@@ -1572,7 +1617,7 @@ class _Flight:
         if not mine:
             return
         s = self.session
-        with closing(s.builder.build_iter([params for _, params in mine])) as builds:
+        with closing(s.build_iter([params for _, params in mine])) as builds:
             while True:
                 with s.stopwatch.part("compile"):
                     landed = next(builds, None)
@@ -1599,10 +1644,8 @@ class _Flight:
 
     def _landed(self, work: Work, measurement: Measurement) -> None:
         s = self.session
-        spent = measurement.compile_info.get("run_seconds", {})
         # Device seconds, averaged over the devices: shares of the tune's wall time.
-        s.stopwatch.add("startup", spent.get("setup", 0.0) / self.device_count)
-        s.stopwatch.add("gpu", spent.get("gpu", 0.0) / self.device_count)
+        s.stopwatch.book(measurement, 1 / self.device_count)
         if work.key in self.drifts:
             self.drifts.discard(work.key)
             if measurement.status == "ok":

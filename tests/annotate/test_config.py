@@ -70,7 +70,7 @@ def test_pyproject_tool_table_is_found_from_a_subdirectory(tmp_path):
     ("params_text", "line", "message"),
     [
         ('DIM_THREAD_BLOCK_X = "values(1, 2"', 4, "expected ',' or ')'"),
-        ('DIM_THREAD_BLOCK_X = "values(1, 2)"', 4, "default value 32"),
+        ('DIM_THREAD_BLOCK_X = "values(1, 2)"', 4, "the default of DIM_THREAD_BLOCK_X, 32,"),
         ('NOT_THERE = "values(1, 2)"', 4, "'NOT_THERE' is not #defined"),
         ('DIM_THREAD_BLOCK_X = { domain = "bool", deflt = 1 }', 4, "unknown key 'deflt'"),
     ],
@@ -287,3 +287,14 @@ def test_time_unit_and_env_mistakes_are_located(tmp_path, entry, where, message)
         read_problem(source)
     assert message in caught.value.message
     assert (caught.value.location.line, caught.value.location.column) == where
+
+
+@pytest.mark.parametrize("compile_value", ['""', "'   '", "[]"])
+def test_an_empty_compile_command_is_an_error_at_its_value(tmp_path, compile_value):
+    source = write(tmp_path / "k.cu", THIRD_PARTY)
+    write(tmp_path / "annotune.toml", f'[[file]]\npath = "k.cu"\ncompile = {compile_value}\n')
+    with pytest.raises(AnnotuneError) as caught:
+        read_problem(source)
+    assert "the compile command is empty" in caught.value.message
+    at = caught.value.location
+    assert (at.line, at.column) == (3, 11 if compile_value == "[]" else 12)  # inside its quotes

@@ -226,3 +226,12 @@ def test_scan_shows_the_definition_the_compiler_sees(cli, tmp_path):
     assert report["warnings"] == []
     table = cli("scan", source).stdout
     assert "k.c:4" in table
+
+
+def test_a_parameter_the_environment_alone_carries_is_shown_as_env_not_as_a_d_flag(cli):
+    source = Path(__file__).resolve().parents[1] / "data" / "threads" / "sum.c"
+    result = cli("scan", source)
+    assert result.exit_code == 0, result.stderr
+    (row,) = [line for line in result.stdout.splitlines() if "THREADS" in line]
+    cells = [cell.strip() for cell in row.strip("│ ").split("│")]
+    assert cells[5:] == ["env", "annotune.toml:4", "env"]

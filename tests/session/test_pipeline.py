@@ -90,7 +90,8 @@ def test_a_configuration_is_measured_while_a_slower_one_still_compiles(tmp_path,
     assert wall.recheck == 0.0
     assert wall.gpu == pytest.approx(sum(10 + x for x in range(1, 6)) / 1000, rel=0.01)
     assert set(report.to_json()["wall_breakdown"]) == {
-        "wall", "compile", "startup", "run", "search", "recheck", "other", "compiled", "gpu"
+        "wall", "compile", "startup", "timeout", "run", "search", "recheck", "other", "compiled",
+        "gpu", "busy_on",
     }  # fmt: skip
 
 

@@ -1,0 +1,188 @@
+"""Knobs that are C constants (`const int block_size = 256;`, `constexpr`, `static const`, an
+enumerator), declared in annotune.toml for code that must not be edited: set by rewriting the
+initializer in a copy, never with a `-D` that would replace the name itself."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from annotune.annotate import read_problem
+from annotune.builder.variants import variant_source
+from annotune.core.diagnostics import AnnotuneError
+
+
+def project(tmp_path: Path, source: str, params: str, name: str = "k.cpp") -> Path:
+    path = tmp_path / name
+    path.write_text(source)
+    (tmp_path / "annotune.toml").write_text(f'[[file]]\npath = "{name}"\n[file.params]\n{params}\n')
+    return path
+
+
+@pytest.mark.parametrize(
+    ("declaration", "value"),
+    [
+        ("const int block_size = 256;", "256"),
+        ("static const unsigned block_size = 256u;", "256u"),
+        ("constexpr int block_size{256};", "256"),
+        ("static constexpr long block_size = (256);", "(256)"),
+        ("const int other = 1, block_size = 256;", "256"),
+        ("enum { A = 1, block_size = 256, C };", "256"),
+        ("enum class Sizes : int { block_size = 256 };", "256"),
+        ("struct S { static constexpr int block_size = 256; };", "256"),
+        ("#define HALF 128\nconst int block_size = 2 * HALF;", "2 * HALF"),
+    ],
+)
+def test_a_constant_is_a_knob_set_in_a_copy(tmp_path, declaration, value):
+    source = project(
+        tmp_path,
+        f"{declaration}\nint main() {{ return 0; }}\n",
+        'block_size = "values(128, 256)"',
+    )
+    problem = read_problem(source)
+    param = problem.param("block_size")
+    assert (param.default, param.guarded, param.constant) == (256, False, True)
+    span = param.value_span
+    assert Path(span.file).read_bytes()[span.start : span.end] == value.encode()
+    variant = variant_source(problem, {"block_size": 128})
+    assert variant.defines == ()  # a -Dblock_size=128 would make `const int 128 = ...`
+    written = variant.files["k.cpp"].decode()
+    assert declaration.replace(value, "128") in written
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "int block_size = 256;",  # a variable: its value may change at run time
+        "const int *block_size = 0;",  # a pointer
+        "void f(const int block_size = 256);",  # a parameter's default argument
+        "typedef const int block_size;",
+        "int g() { int x; x = block_size; return x; }",  # only used: a -D may set it
+    ],
+)
+def test_what_is_not_a_constant_keeps_the_old_meaning(tmp_path, code):
+    source = project(
+        tmp_path, f"{code}\nint main() {{ return 0; }}\n", 'block_size = "values(128, 256)"'
+    )
+    with pytest.raises(AnnotuneError, match="not #defined to a number"):
+        read_problem(source)
+
+
+def test_a_config_default_that_differs_from_the_constant_is_an_error(tmp_path):
+    source = project(
+        tmp_path,
+        "const int block_size = 256;\nint main() { return block_size; }\n",
+        'block_size = { domain = "values(128, 256)", default = 128 }',
+    )
+    with pytest.raises(AnnotuneError) as caught:
+        read_problem(source)
+    assert "default of block_size is 128, but the compiler uses 256: the constant at" in str(
+        caught.value.message
+    )
+    assert Path(caught.value.location.file).name == "annotune.toml"
+
+
+def test_a_constant_declared_twice_is_ambiguous(tmp_path):
+    source = project(
+        tmp_path,
+        "void f() { const int bs = 64; }\nvoid g() { const int bs = 128; }\nint main() {}\n",
+        'bs = "values(64, 128)"',
+    )
+    with pytest.raises(AnnotuneError, match="declared as a constant 2 times"):
+        read_problem(source)
+
+
+def test_a_constant_in_a_skipped_branch_is_not_the_knob(tmp_path):
+    source = project(
+        tmp_path,
+        "#ifdef NEVER\nconst int bs = 64;\n#else\nconst int bs = 32;\n#endif\nint main() {}\n",
+        'bs = "values(32, 64)"',
+    )
+    assert read_problem(source).param("bs").default == 32
+
+
+def test_a_name_found_nowhere_is_an_error_before_anything_compiles(tmp_path):
+    source = project(
+        tmp_path, "int main() { return 0; }\n", 'BLOCK = { domain = "values(1, 2)", default = 1 }'
+    )
+    with pytest.raises(AnnotuneError) as caught:
+        read_problem(source)
+    assert (
+        "'BLOCK' is neither a macro, a constant, nor a name the code uses" in caught.value.message
+    )
+    location = caught.value.location
+    assert (Path(location.file).name, location.line) == ("annotune.toml", 4)
+
+
+def test_a_name_only_the_environment_carries_is_not_an_error(tmp_path):
+    source = project(
+        tmp_path, "int main() { return 0; }\n", 'T = { domain = "values(1, 2)", default = 1 }'
+    )
+    config = tmp_path / "annotune.toml"
+    config.write_text(config.read_text() + '[file.env]\nOMP_NUM_THREADS = "{T}"\n')
+    assert read_problem(source).param("T").default == 1
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
+def test_each_variant_of_a_constant_is_the_program_measured(cli, tmp_path, monkeypatch):
+    """`const int delay = 30;` read by the program's timing line: every configuration compiles
+    (none fails with `expected an identifier`) and is timed at its own value."""
+    project(
+        tmp_path,
+        "#include <stdio.h>\nstatic const int delay = 30;\n"
+        'int main(void) { printf("took %d ms\\n", delay); return 0; }\n',
+        'delay = "values(10, 20, 30)"',
+        name="k.c",
+    )
+    config = tmp_path / "annotune.toml"
+    config.write_text(
+        config.read_text().replace(
+            "[file.params]", "time_regex = 'took ([0-9]+) ms'\n[file.params]"
+        )
+    )
+    monkeypatch.chdir(tmp_path)
+    result = cli("tune", "k.c", "--budget", "3", "--recheck", "0", "--json")
+    assert result.exit_code == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert (report["default"]["params"], report["default"]["time"]) == ({"delay": 30}, 30.0)
+    assert (report["best"]["params"], report["best"]["time"]) == ({"delay": 10}, 10.0)
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
+def test_build_ships_a_tuned_constant_through_copies_and_never_as_a_macro(
+    cli, tmp_path, monkeypatch
+):
+    """The header force-included into the original source must compile (a `#define delay`
+    would turn the declaration into `const int 10 = 30;`); the tuned value reaches the program
+    through `--shadow-dir`'s copy, and without it build refuses, naming the constant."""
+    source = project(
+        tmp_path,
+        "#include <stdio.h>\nstatic const int delay = 30;\n"
+        'int main(void) { printf("took %d ms\\n", delay); return 0; }\n',
+        'delay = "values(10, 30)"',
+        name="k.c",
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ANNOTUNE_DEVICE", "test-host")
+    defaults = cli("build", "k.c", "-o", "defaults.h")
+    assert defaults.exit_code == 0, defaults.stderr
+    run = subprocess.run(["gcc", "-include", "defaults.h", str(source), "-o", "k"], check=False)
+    assert run.returncode == 0  # the header leaves the constant's declaration alone
+
+    header = tmp_path / "tuned" / "test-host" / "k.h"
+    header.parent.mkdir(parents=True)
+    header.write_text("#if 0\n#define delay 10\n#endif\n")
+    refused = cli("build", "k.c", "-o", "out.h")
+    assert refused.exit_code == 2
+    assert "delay is tuned to 10" in refused.stderr and "uses this constant, 30" in refused.stderr
+
+    shadow = cli("build", "k.c", "-o", "out.h", "--shadow-dir", "shadow")
+    assert shadow.exit_code == 0, shadow.stderr
+    args = shlex.split(shadow.stdout)
+    subprocess.run(["gcc", "-include", "out.h", *args, "-o", "k"], check=True)
+    assert subprocess.run(["./k"], capture_output=True, text=True).stdout == "took 10 ms\n"
