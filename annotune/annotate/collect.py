@@ -6,6 +6,7 @@ Every mistake becomes an AnnotuneError located at the token that caused it.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -402,9 +403,10 @@ def _annotune_pragma(collector: _Collector, source: SourceFile, directive: Direc
             raise AnnotuneError(
                 "duplicate '#pragma annotune args'", source.location(words[1].start)
             )
-        collector.program_args = _program_args(words[2:])
+        collector.program_args = _program_args(source, words[2:])
         return
     if words[1].text == "constraint":
+        body = _without_comments(source, directive.comments, start, end, body)
         collector.constraints.append(ConstraintDecl(body, source.location(start)))
         return
     try:
@@ -415,12 +417,20 @@ def _annotune_pragma(collector: _Collector, source: SourceFile, directive: Direc
     collector.pending_pragma_params.append((source, start, body, pragma))
 
 
-def _program_args(words: tuple[Token, ...]) -> list[str]:
-    """Arguments as written, split at whitespace; a C string literal is one, without quotes."""
+def _program_args(source: SourceFile, words: tuple[Token, ...]) -> list[str]:
+    """Arguments as written, split at whitespace; a C string literal is one, without quotes.
+    A quote left open (`"abc` to the end of the line) is an error at the quote."""
     args: list[str] = []
     previous_end = -1
     for word in words:
         text = word.text
+        if text and text[0] in "\"'" and (len(text) < 2 or text[-1] != text[0]):
+            kind = "string" if text[0] == '"' else "character"
+            raise AnnotuneError(
+                f"unterminated {kind} literal in '#pragma annotune args'",
+                source.location(word.start),
+                hint="close the quote on the same line",
+            )
         if len(text) >= 2 and text[0] == text[-1] == '"':
             text = text[1:-1].replace('\\"', '"').replace("\\\\", "\\")
         if word.start == previous_end and args:
@@ -429,6 +439,23 @@ def _program_args(words: tuple[Token, ...]) -> list[str]:
             args.append(text)
         previous_end = word.end
     return args
+
+
+def _without_comments(
+    source: SourceFile, comments: tuple[Token, ...], start: int, end: int, body: str
+) -> str:
+    """`body` (the text from byte `start` to `end`) with each comment in it blanked: a space
+    per character, its newlines kept, so every other character keeps its offset."""
+    inside = [c for c in comments if start <= c.start and c.end <= end]
+    if not inside:
+        return body
+    pieces, at = [], start
+    for comment in sorted(inside, key=lambda c: c.start):
+        pieces.append(_join_continuations(source.slice(at, comment.start)))
+        pieces.append(re.sub(r"[^\n]", " ", source.slice(comment.start, comment.end)))
+        at = comment.end
+    pieces.append(_join_continuations(source.slice(at, end)))
+    return "".join(pieces)
 
 
 def _join_continuations(text: str) -> str:
@@ -609,7 +636,7 @@ def _add_config(collector: _Collector, config: FileConfig) -> None:
                 location=location,
                 domain=spec.domain.text,
                 value_span=span,
-                constant=constant is not None,
+                declaration=constant.kind if constant is not None else "",
             )
         )
     for expr, location in config.constraints:
@@ -622,7 +649,7 @@ class _Fixed:
     `#define` the preprocessor keeps, or a constant's initializer. annotune sets it by
     rewriting `span` in a copy; its value there is the parameter's default."""
 
-    kind: str  # "#define" or "constant", for messages
+    kind: str  # "#define", "constant" or "variable", for messages
     value_tokens: tuple[Token, ...]
     span: TextSpan | None
     value_location: Location
@@ -651,14 +678,14 @@ def _config_default(
             "or its local headers; give it a default in the config",
             spec.location,
         )
-    what = "unguarded #define" if fixed.kind == "#define" else "constant"
+    what = "unguarded #define" if fixed.kind == "#define" else fixed.kind
     value = None if fixed.function_like else _compiler_value(collector, fixed.value_tokens)
     where = fixed.value_location
     at = f"{where.file}:{where.line}:{where.column}"
     if value is None:
         text = " ".join(t.text for t in fixed.value_tokens) or "nothing"
         raise AnnotuneError(
-            f"'{spec.name}' is a {what} of '{text}' at {at}, which annotune cannot read as a "
+            f"'{spec.name}' is a {what} set to '{text}' at {at}, which annotune cannot read as a "
             "number: the default the compiler uses is unknown, so no baseline can be measured",
             spec.default_location or spec.location,
             hint=f"a knob that is a {what} needs a number (or an expression of numbers and "
@@ -705,32 +732,35 @@ def _code_tokens(source: SourceFile) -> list[Token]:
 
 
 def _constant(collector: _Collector, spec: ConfigParam) -> _Fixed | None:
-    """The constant the config's parameter names, if the code declares one: a `const`,
-    `constexpr` or `static const` variable with an initializer, or an enumerator with a value
-    (`const int block_size = 256;`, `enum { TILE = 16 };`). Real code writes its knobs so, and
+    """The declaration the config's parameter names, if the code declares it with an
+    initializer: a `const`, `constexpr` or `static const` variable, an enumerator with a value,
+    or a plain variable (`const int block_size = 256;`, `enum { TILE = 16 };`,
+    `unsigned int threads = 256;`, `dim3 blocks (256);`). Real code writes its knobs so, and
     `-D` would replace the name itself; a copy with the initializer rewritten sets it.
     Several declarations of the name are an error: which one is the knob is not clear."""
     found: list[_Fixed] = []
     for source in collector.parsed.files:
         tokens = _code_tokens(source)
         for index, token in enumerate(tokens):
-            if token.kind == "identifier" and token.text == spec.name:
-                value = _initializer(tokens, index)
-                if value is not None and _declares_constant(tokens, index):
-                    found.append(
-                        _Fixed(
-                            "constant",
-                            value,
-                            TextSpan(source.path, value[0].start, value[-1].end),
-                            source.location(value[0].start),
-                            source.location(token.start),
-                        )
+            if token.kind != "identifier" or token.text != spec.name:
+                continue
+            value = _initializer(tokens, index)
+            kind = _declaration_kind(tokens, index) if value is not None else None
+            if kind is not None:
+                found.append(
+                    _Fixed(
+                        kind,
+                        value,
+                        TextSpan(source.path, value[0].start, value[-1].end),
+                        source.location(value[0].start),
+                        source.location(token.start),
                     )
+                )
     if len(found) > 1:
         places = ", ".join(f"{f.name_location.file}:{f.name_location.line}" for f in found)
         raise AnnotuneError(
-            f"'{spec.name}' is declared as a constant {len(found)} times ({places}): annotune "
-            "cannot tell which one is the knob",
+            f"'{spec.name}' is declared {len(found)} times ({places}): annotune cannot tell "
+            "which one is the knob",
             spec.location,
         )
     return found[0] if found else None
@@ -759,10 +789,17 @@ def _initializer(tokens: list[Token], index: int) -> tuple[Token, ...] | None:
     return tuple(value) or None
 
 
-def _declares_constant(tokens: list[Token], index: int) -> bool:
-    """Whether the name at `index` is declared there as a constant: an enumerator, or a
-    declarator whose declaration says `const` or `constexpr` and is no pointer, reference,
-    typedef or function parameter. The declaration starts after the `;`, `{` or `}` before it."""
+_STATEMENT_WORDS = frozenset(
+    ("return", "case", "goto", "else", "do", "throw", "delete", "new", "sizeof", "typedef",
+     "using", "namespace", "co_return", "co_yield", "if", "while", "for", "switch")
+)  # fmt: skip
+
+
+def _declaration_kind(tokens: list[Token], index: int) -> str | None:
+    """What the name at `index` is declared as there: "constant" (an enumerator, or a
+    declaration that says `const` or `constexpr`), "variable" (a plain declaration, `int n = 4`
+    or `dim3 blocks (256)`), or None (an assignment, a pointer, a reference, a typedef, a
+    function parameter). The declaration starts after the `;`, `{` or `}` before it."""
     depth, at = 0, index - 1
     while at >= 0:
         text = tokens[at].text
@@ -774,13 +811,24 @@ def _declares_constant(tokens: list[Token], index: int) -> bool:
             break
         at -= 1
     stop = tokens[at].text if at >= 0 else ";"
-    words = [t.text for t in tokens[at + 1 : index]]
+    declaration = tokens[at + 1 : index]
+    words = [t.text for t in declaration]
     previous = tokens[index - 1].text if index else ""
     if stop == "{" and previous in ("{", ",") and _opens_enum(tokens, at):
-        return True  # an enumerator: `enum { A = 1, B = 2 }`
-    if stop in ("(", "[") or "typedef" in words:
-        return False
-    return bool({"const", "constexpr"} & set(words)) and previous not in ("*", "&", "&&", "::")
+        return "constant"  # an enumerator: `enum { A = 1, B = 2 }`
+    if stop in ("(", "[") or previous in ("*", "&", "&&", "::", ".", "->"):
+        return None
+    if not declaration or declaration[0].kind not in ("identifier", "keyword"):
+        return None
+    if _STATEMENT_WORDS & set(words) or (previous != "," and not _specifiers(declaration)):
+        return None
+    return "constant" if {"const", "constexpr"} & set(words) else "variable"
+
+
+def _specifiers(declaration: list[Token]) -> bool:
+    """Whether the tokens before a first declarator's name are a type and its specifiers
+    (`static const unsigned int`, `dim3`, `std::size_t`): names and keywords, `::` between."""
+    return all(t.kind in ("identifier", "keyword") or t.text == "::" for t in declaration)
 
 
 def _opens_enum(tokens: list[Token], brace: int) -> bool:

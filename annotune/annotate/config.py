@@ -721,6 +721,11 @@ def _settings(
             raise AnnotuneError(
                 f"'{key}' must be a non-negative {kind.__name__}", where.value((*at, key))
             )
+        if key == "repeats" and value is not None and value < 1:
+            raise AnnotuneError(
+                "'repeats' must be at least 1: it is the least number of timed runs",
+                where.value((*at, key)),
+            )
         numbers[key] = kind(value) if value is not None else None
     regex = entry.get("time_regex")
     if regex is not None:

@@ -299,9 +299,13 @@ def parse_source(
     index = ci.Index.create()
     # The bytes just read, not the file again: what the front end saw is what it reports on.
     name = argument_path(path)  # `-x.c` is no option
-    unsaved = [(SHIM_PATH, CUDA_SHIM), (name, data)]
+    # Bytes, not text: a name that is not UTF-8 (`k\xff.c`, legal on Linux) is passed as it is.
+    unsaved = [(SHIM_PATH, CUDA_SHIM), (os.fsencode(name), data)]
+    arguments = [os.fsencode(arg) for arg in args]
     try:
-        tu = index.parse(name, args=args, unsaved_files=unsaved, options=_PARSE_OPTIONS)
+        tu = index.parse(
+            os.fsencode(name), args=arguments, unsaved_files=unsaved, options=_PARSE_OPTIONS
+        )
     except ci.TranslationUnitLoadError:
         raise AnnotuneError(
             "libclang could not parse this file", Location(str(path), 1, 1)
@@ -394,10 +398,10 @@ def _collect_local_includes(
     for cursor in tu.cursor.get_children():
         if cursor.kind != ci.CursorKind.INCLUSION_DIRECTIVE or cursor.location.file is None:
             continue
-        includer = os.path.realpath(cursor.location.file.name)
+        includer = os.path.realpath(_file_name(cursor.location.file))
         if includer not in display:
             continue
-        quoted = any(t.spelling.startswith('"') for t in cursor.get_tokens())
+        quoted = any(_spelling(t).startswith('"') for t in cursor.get_tokens())
         try:
             included = cursor.get_included_file()
         except AssertionError:  # libclang returns a null file when the header was not found
@@ -405,18 +409,56 @@ def _collect_local_includes(
         offset = cursor.location.offset
         if included is None:
             if quoted:
-                inclusions.append((includer, offset, cursor.spelling, None))
+                inclusions.append((includer, offset, _spelling(cursor), None))
             continue
-        key = os.path.realpath(included.name)
+        key = os.path.realpath(_file_name(included))
         if Path(key).parent == ANNOTUNE_INCLUDE_DIR:
             timing_header = timing_header or Path(key).name == TIMING_HEADER
             continue
         if key == SHIM_PATH or not (quoted or _inside(key, user_dirs)):
             continue
         if key not in display:
-            display[key] = os.path.normpath(included.name)
-        inclusions.append((includer, offset, cursor.spelling, key))
+            display[key] = os.path.normpath(_file_name(included))
+        inclusions.append((includer, offset, _spelling(cursor), key))
     return inclusions, timing_header
+
+
+@functools.cache
+def _string_functions() -> dict:
+    """libclang's functions that return a string, made to give its bytes: the bindings decode
+    every string as strict UTF-8, and a file name need not be UTF-8 (`k\xff.c`)."""
+    lib = ci.conf.lib
+
+    def fresh(name: str, argtypes: list, restype: object):
+        function = lib._FuncPtr((name, lib))  # not the bindings' own, whose result is decoded
+        function.argtypes, function.restype = argtypes, restype
+        return function
+
+    return {
+        "file": fresh("clang_getFileName", [ci.File], ci._CXString),
+        "cursor": fresh("clang_getCursorSpelling", [ci.Cursor], ci._CXString),
+        "token": fresh("clang_getTokenSpelling", [ci.TranslationUnit, ci.Token], ci._CXString),
+        "bytes": fresh("clang_getCString", [ci._CXString], ctypes.c_char_p),
+    }
+
+
+def _string(kind: str, *args: object) -> str:
+    """A string libclang returns, decoded as a file name is (`os.fsdecode`: a byte that is not
+    UTF-8 kept as a surrogate, so that the name still opens the file). The string is freed
+    with its `_CXString`, whose finalizer disposes of it."""
+    functions = _string_functions()
+    result = functions[kind](*args)
+    return os.fsdecode(functions["bytes"](result) or b"")
+
+
+def _file_name(clang_file: ci.File) -> str:
+    return _string("file", clang_file)
+
+
+def _spelling(item: ci.Cursor | ci.Token) -> str:
+    if isinstance(item, ci.Token):
+        return _string("token", item._tu, item)
+    return _string("cursor", item)
 
 
 def _inside(path: str, directories: list[str]) -> bool:
@@ -431,7 +473,7 @@ def _expansions(tu: ci.TranslationUnit, display: dict[str, str]) -> dict[str, fr
     for cursor in tu.cursor.get_children():
         if cursor.kind != ci.CursorKind.MACRO_INSTANTIATION or cursor.location.file is None:
             continue
-        name = cursor.location.file.name
+        name = _file_name(cursor.location.file)
         key = real.setdefault(name, os.path.realpath(name))
         if key in found:
             found[key].add(cursor.location.offset)
@@ -481,7 +523,7 @@ def _load_file(
     """A user's file: its bytes (`data`, else read: a local header) and clang's tokens of it."""
     if data is None:
         data = read_input(Path(shown), SOURCE)
-    clang_file = tu.get_file(key)
+    clang_file = tu.get_file(os.fsencode(key))
     extent = ci.SourceRange.from_locations(
         ci.SourceLocation.from_offset(tu, clang_file, 0),
         ci.SourceLocation.from_offset(tu, clang_file, len(data)),
@@ -584,7 +626,7 @@ def _functions(tu: ci.TranslationUnit, display: dict[str, str]) -> list[Function
         location = cursor.location
         if location.file is None:
             continue
-        key = os.path.realpath(location.file.name)
+        key = os.path.realpath(_file_name(location.file))
         if key not in display:
             continue
         if cursor.kind in kinds and cursor.is_definition():

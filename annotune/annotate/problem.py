@@ -67,7 +67,9 @@ class TunableParam:
     domain: str
     uses: tuple[Use, ...] = ()
     value_span: TextSpan | None = None
-    constant: bool = False  # a const/constexpr variable or an enumerator, set in a copy
+    # The C declaration whose initializer sets it, rewritten in a copy: "constant" (const,
+    # constexpr, an enumerator) or "variable"; "" for a macro or a pragma literal.
+    declaration: str = ""
 
     def to_json(self) -> dict:
         return {

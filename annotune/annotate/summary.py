@@ -15,6 +15,7 @@ from annotune.annotate import Problem, problem_space
 from annotune.annotate.frontend import ParsedSource
 from annotune.core.diagnostics import AnnotuneError, Location
 from annotune.core.records import Number
+from annotune.space import Space
 
 # Spaces up to this many Cartesian configurations are counted exactly (a few seconds).
 EXACT_COUNT_LIMIT = 20_000_000
@@ -45,12 +46,8 @@ class SpaceSummary:
 
 def summarize_space(problem: Problem, *, seed: int = 0) -> SpaceSummary:
     """Count the legal configurations; a constraint that leaves none is a located error."""
-    space = problem_space(problem)
+    space = require_legal(problem)
     if space.cartesian_size <= EXACT_COUNT_LIMIT:
-        emptying = space.first_emptying_constraint()
-        if emptying is not None:
-            decl = problem.constraints[emptying]
-            raise AnnotuneError("this constraint leaves no legal configuration", decl.location)
         return SpaceSummary(space.cartesian_size, space.count_legal())
     rng = np.random.default_rng(seed)
     batch = max(1, min(ESTIMATE_SAMPLES, ESTIMATE_CELLS // max(1, len(space.params))))
@@ -64,6 +61,19 @@ def summarize_space(problem: Problem, *, seed: int = 0) -> SpaceSummary:
         drawn += count
     estimate = (legal * space.cartesian_size + ESTIMATE_SAMPLES // 2) // ESTIMATE_SAMPLES
     return SpaceSummary(space.cartesian_size, None, estimate)  # integers: 2**3000 is no float
+
+
+def require_legal(problem: Problem) -> Space:
+    """The problem's space, once some configuration is known to be legal: a constraint that
+    leaves none (`1 / (B - B)` divides by zero everywhere) is an error at its location, before
+    anything is compiled. A space too large to enumerate is not decided here."""
+    space = problem_space(problem)
+    if space.cartesian_size <= EXACT_COUNT_LIMIT:
+        emptying = space.first_emptying_constraint()
+        if emptying is not None:
+            decl = problem.constraints[emptying]
+            raise AnnotuneError("this constraint leaves no legal configuration", decl.location)
+    return space
 
 
 def scan_warnings(problem: Problem, parsed: ParsedSource) -> list[tuple[Location, str]]:

@@ -31,8 +31,10 @@ from typing import Any
 import numpy as np
 from scipy.special import gammaln
 
+from annotune.core.diagnostics import AnnotuneError
+from annotune.core.files import save_figure
 from annotune.core.records import TaskData
-from annotune.results.replay import ReplayDataset
+from annotune.results.replay import ReplayDataset, load_replay
 from annotune.search import Budget, create, run_search
 
 THRESHOLD = 0.95
@@ -203,6 +205,22 @@ class BenchRow:
         }
 
 
+def load_recordings(paths: Sequence[str | Path]) -> list[ReplayDataset]:
+    """The recordings to bench on (`load_replay`); AnnotuneError naming the first file in which
+    no configuration has a time (every one invalid, or NaN): with no best there is no
+    normalized performance, and every strategy would "need" its whole budget."""
+    loaded = []
+    for path in paths:
+        dataset = load_replay(path)
+        if not np.isfinite(dataset.times).any():
+            raise AnnotuneError(
+                f"{path}: none of its {len(dataset)} configurations has a valid time "
+                "(each is NaN or invalid): there is no best to judge strategies by"
+            )
+        loaded.append(dataset)
+    return loaded
+
+
 def run_seeds(seed: int, repeats: int) -> list[int]:
     """Independent per-repeat seeds derived from one user seed (stable across versions)."""
     children = np.random.SeedSequence(seed).spawn(repeats)
@@ -292,6 +310,7 @@ def plot_boxes(
     Each strategy gets a box per budget (like the paper's Figure 14); random search's exact
     median and 5th percentile are drawn as lines. Runs stop once they reach 0.95, so values
     past that point are lower bounds. Needs matplotlib (the optional `plot` extra).
+    AnnotuneError naming `path` when it cannot be written.
     """
     import matplotlib
 
@@ -327,5 +346,7 @@ def plot_boxes(
         ax.set_ylabel("best normalized performance")
         ax.legend(loc="lower right", fontsize="small")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    try:
+        save_figure(fig, path, dpi=110)
+    finally:
+        plt.close(fig)

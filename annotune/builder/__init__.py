@@ -283,7 +283,7 @@ class Builder:
         for path in batch.command.files:
             named = f"{path}\0{batch.digests(path)}"
             h.update(b"\0" + named.encode(errors="surrogateescape"))
-        h.update(variant.digest().encode())
+        h.update(os.fsencode(variant.digest()))
         return h.hexdigest()
 
     def _build_one(self, variant: VariantSource, batch: _Batch) -> BuildResult:
@@ -496,7 +496,7 @@ class Builder:
         for part in (nvrtc.fingerprint, "\0".join(options), nvrtc.prelude, variant.main):
             h.update(b"\0" + part.encode(errors="surrogateescape"))
         for name in sorted(sliced):
-            h.update(name.encode() + b"\0" + hashlib.sha256(sliced[name]).digest())
+            h.update(os.fsencode(name) + b"\0" + hashlib.sha256(sliced[name]).digest())
         return h.hexdigest()
 
     def _argv(self, job: _Job, output: Path, batch: _Batch, as_written: bool = False) -> list[str]:

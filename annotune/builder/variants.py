@@ -45,7 +45,7 @@ class VariantSource:
         for define in self.defines:
             h.update(define.encode() + b"\0")
         for name in sorted(self.files):
-            h.update(name.encode() + b"\0" + hashlib.sha256(self.files[name]).digest())
+            h.update(os.fsencode(name) + b"\0" + hashlib.sha256(self.files[name]).digest())
         return h.hexdigest()
 
 

@@ -23,14 +23,15 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import NamedTuple
 
 from annotune.annotate.grammar import parse_number
-from annotune.annotate.problem import TunableParam
-from annotune.builder.compiler import CompileResult, run_compiler
+from annotune.annotate.problem import Problem, TunableParam
+from annotune.builder.compiler import CompilerCommand, CompileResult, run_compiler
 from annotune.core.diagnostics import Location
 from annotune.core.records import Number
 
@@ -253,3 +254,34 @@ def tuned_macros(params: Sequence[TunableParam], values: Mapping[str, Number]) -
         for p, skip in zip(params, unread, strict=True)
         if p.origin != "literal" and not skip
     ]
+
+
+def check_header(
+    problem: Problem,
+    header: Path,
+    values: Mapping[str, Number | None],
+    command: CompilerCommand,
+    workdir: Path,
+    timeout: float = 120.0,
+) -> CompileResult | None:
+    """Whether the compiler, given `header` with `-include` as `annotune build`'s users compile
+    the source, sees each tuned macro at the header's value (`values`, by name; None: not a
+    number). The same `-E -dM` read-back a variant gets, on the user's own files. None when
+    this command's compiler cannot be run preprocess-only here, so nothing was checked."""
+    executable = command.argv[0]
+    if not checks_values(executable) or shutil.which(executable) is None:
+        return None
+    tuned = [
+        Tuned(p.name, value, p.location)
+        for p in problem.params
+        if p.origin != "literal"
+        and not p.declaration  # a C declaration: the header holds it in `#if 0`
+        and (value := values.get(p.name)) is not None
+        and (p.value_span is not None or p.uses or p.origin != "config")
+    ]
+    if not tuned:
+        return CompileResult(True, 0.0)
+    dump = workdir / "macros.txt"
+    argv = command.render(problem.source, dump, [], list(problem.include_dirs))
+    argv[1:1] = ["-include", str(header)]
+    return check_values(argv, str(problem.source), dump, tuned, timeout)

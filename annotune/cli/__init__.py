@@ -11,8 +11,11 @@ from pathlib import Path
 
 from annotune import __version__
 from annotune.cli.app import (
+    EXIT_FAILED,
     EXIT_INTERNAL_ERROR,
     app,
+    finish_output,
+    guard_streams,
     interrupted_exit_code,
     say_interrupted,
     stop_on_sigterm,
@@ -26,18 +29,28 @@ def main() -> None:
     """Entry point. A bug inside annotune is reported in a few lines that say it is one, with
     the versions a report needs, and the traceback goes to a crash log rather than over the
     user's terminal (ANNOTUNE_DEBUG=1 raises it instead). Ctrl-C is exit 130, never a
-    traceback, wherever it lands; SIGTERM stops the same way, exit 143."""
+    traceback, wherever it lands; SIGTERM stops the same way, exit 143. A write to stdout or
+    stderr that fails (a closed pipe, /dev/full, a closed descriptor) stops the command as
+    Ctrl-C does and ends it with exit 1 and one line (`guard_streams`, `finish_output`)."""
+    guard_streams()
+    code: int | str | None = 0
     try:
         stop_on_sigterm()
         app()
-    except KeyboardInterrupt:
+    except SystemExit as exited:  # standalone mode: how app() ends
+        code = exited.code
+    except KeyboardInterrupt:  # OutputFailed too
         say_interrupted()
-        sys.exit(interrupted_exit_code())
-    except Exception as error:  # typer.Exit and SystemExit never reach here (standalone mode)
+        code = interrupted_exit_code()
+    except Exception as error:  # typer.Exit never reaches here (standalone mode)
         if os.environ.get("ANNOTUNE_DEBUG"):
             raise
         _report_bug(error)
-        sys.exit(EXIT_INTERNAL_ERROR)
+        code = EXIT_INTERNAL_ERROR
+    if isinstance(code, str):  # sys.exit("message"): the message, exit 1
+        print(code, file=sys.stderr)
+        code = EXIT_FAILED
+    sys.exit(finish_output(code or 0))
 
 
 def _report_bug(error: Exception) -> None:

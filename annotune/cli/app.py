@@ -1,6 +1,7 @@
 """The typer application and the conventions every command shares.
 
-Exit codes: 0 success; 1 the work itself failed (e.g. no valid configuration was found), or
+Exit codes: 0 success; 1 the work itself failed (e.g. no valid configuration was found), a
+write to stdout or stderr failed (`OutputFailed`: a closed pipe, /dev/full), or
 an internal error (a bug in annotune: one message, the traceback in a crash log, see
 `annotune.cli.main`); 2 bad input (a located `FILE:LINE:COL: error:` message, or click's
 "Invalid value for '--option'", on stderr); 130 interrupted (Ctrl-C), anywhere; 143 stopped
@@ -15,11 +16,14 @@ pay for scikit-learn or libclang, which other commands import, nor for rich, whi
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import signal
 import sys
+import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
@@ -28,7 +32,7 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 from typer.main import get_command_from_info, get_command_name
 
-from annotune.core.diagnostics import AnnotuneError
+from annotune.core.diagnostics import AnnotuneError, printable
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -63,13 +67,140 @@ def _raise_terminated(signum: int, _frame: object) -> None:
 
 
 def interrupted_exit_code() -> int:
-    """The exit code of a command that stopped early on a signal: 143 after SIGTERM, else 130."""
+    """The exit code of a command that stopped early on a signal: 143 after SIGTERM, else 130;
+    1 when it stopped because a write to stdout or stderr failed (`OutputFailed`)."""
+    if _output_failures:
+        return EXIT_FAILED
     return EXIT_TERMINATED if _terminated else EXIT_INTERRUPTED
 
 
 def say_interrupted() -> None:
-    """The one line a command stopped by a signal prints on stderr."""
+    """The one line a command stopped by a signal prints on stderr (none when it stopped
+    because its output failed: `finish_output` says that)."""
+    if _output_failures:
+        return
     print(f"annotune: {'terminated (SIGTERM)' if _terminated else 'interrupted'}", file=sys.stderr)
+
+
+class OutputFailed(KeyboardInterrupt):
+    """A write to stdout or stderr failed: its reader is gone (EPIPE), the disk or /dev/full is
+    full (ENOSPC), the stream was closed (EBADF), ... Raised in the main thread as Ctrl-C's
+    KeyboardInterrupt is (like `Terminated`), so that a command stops as on Ctrl-C: a tune
+    keeps every measurement (each is in its database as it completes) and writes the best so
+    far to its header. The command then ends with exit 1 and one line on stderr, when stderr
+    still works (`finish_output`), never with a traceback or a crash log."""
+
+    def __init__(self, stream: str, error: OSError) -> None:
+        super().__init__(stream, error)
+        self.stream = stream
+        self.error = error
+
+    def message(self) -> str:
+        reason = self.error.strerror or str(self.error)
+        return f"annotune: error: cannot write to {self.stream}: {reason}"
+
+
+_output_failures: list[OutputFailed] = []
+"""The failed writes to stdout or stderr, the first of each stream (process-wide, as the
+streams are)."""
+
+
+class GuardedStream:
+    """`sys.stdout` or `sys.stderr` as `main` installs it: the first failed write (or flush)
+    raises `OutputFailed`; from then on the stream takes and drops what is written to it, so
+    the reports of a command that is stopping cannot fail again, and neither can Python's
+    flush at exit (the descriptor is pointed at /dev/null). A write from another thread (a
+    live display's refresh) only records the failure."""
+
+    def __init__(self, stream: Any, name: str) -> None:
+        self._stream = stream
+        self._name = name
+        self.broken = False
+
+    def write(self, text: str) -> int:
+        if not self.broken:
+            try:
+                return self._stream.write(text)
+            except OSError as error:
+                self._fail(error)
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.broken:
+            try:
+                self._stream.flush()
+            except OSError as error:
+                self._fail(error)
+
+    def _fail(self, error: OSError) -> None:
+        self.broken = True
+        try:  # what is still buffered goes nowhere, rather than failing again at exit
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())
+            os.close(devnull)
+        except (OSError, ValueError, AttributeError):
+            pass
+        failure = OutputFailed(self._name, error)
+        _output_failures.append(failure)
+        if threading.current_thread() is threading.main_thread():
+            raise failure
+
+    def __getattr__(self, attribute: str) -> Any:
+        return getattr(self._stream, attribute)
+
+
+class _Closed:
+    """A standard stream whose descriptor was closed when annotune started (`cmd >&-`): every
+    write fails as writing to a closed descriptor does."""
+
+    encoding = "utf-8"
+    errors = "strict"
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.EBADF, "the stream is closed")
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+    def fileno(self) -> int:
+        raise OSError(errno.EBADF, "the stream is closed")
+
+
+def guard_streams() -> None:
+    """Install `GuardedStream`s as `sys.stdout` and `sys.stderr` (`main`, before anything is
+    printed). A standard descriptor (0, 1, 2) found closed is first opened on /dev/null, so
+    that no file annotune opens (a results database) takes its number and receives what a
+    compiler or a program prints; Python's stream for a closed one is `_Closed`."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            devnull = os.open(os.devnull, os.O_RDWR)  # the lowest free number: this one
+            if devnull != fd:
+                os.dup2(devnull, fd)
+                os.close(devnull)
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if not isinstance(stream, GuardedStream):
+            setattr(sys, name, GuardedStream(_Closed() if stream is None else stream, name))
+
+
+def finish_output(code: int) -> int:
+    """The exit code of a command that ended with `code`, once stdout and stderr are flushed:
+    1 instead of success or an interruption when a write to either failed, said in one line
+    on stderr when stderr still works."""
+    for stream in (sys.stdout, sys.stderr):
+        with suppress(OutputFailed, OSError, ValueError):
+            stream.flush()
+    if not _output_failures:
+        return code
+    if not any(failure.stream == "stderr" for failure in _output_failures):
+        with suppress(OutputFailed, OSError, ValueError):
+            print(_output_failures[0].message(), file=sys.stderr, flush=True)
+    return code if code not in (0, EXIT_INTERRUPTED, EXIT_TERMINATED) else EXIT_FAILED
 
 
 class LazyCommand(NamedTuple):
@@ -220,11 +351,42 @@ def __getattr__(name: str) -> Console:
     from rich.console import Console
 
     if name == "stdout":
-        console = Console(soft_wrap=True, markup=False, width=None if sys.stdout.isatty() else 160)
+        console = Console(
+            file=_Printable("stdout"),
+            soft_wrap=True,
+            markup=False,
+            width=None if sys.stdout.isatty() else 160,
+        )
     else:
-        console = Console(stderr=True, soft_wrap=True, markup=False)
+        console = Console(file=_Printable("stderr"), stderr=True, soft_wrap=True, markup=False)
     globals()[name] = console
     return console
+
+
+class _Printable:
+    """A console's stream: whatever `sys.stdout` or `sys.stderr` is when it writes (a test
+    swaps them), with a file name's bytes that are not UTF-8 written as escapes (`k\\xff.c`,
+    `printable`) instead of failing to encode."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def write(self, text: str) -> int:
+        return getattr(sys, self._name).write(printable(text))
+
+    def __getattr__(self, attribute: str) -> Any:
+        return getattr(getattr(sys, self._name), attribute)
+
+
+def _printable_json(data: Any) -> Any:
+    """`data` with every string (and key) `printable`."""
+    if isinstance(data, str):
+        return printable(data)
+    if isinstance(data, dict):
+        return {_printable_json(key): _printable_json(value) for key, value in data.items()}
+    if isinstance(data, list | tuple):
+        return [_printable_json(item) for item in data]
+    return data
 
 
 @contextmanager
@@ -264,4 +426,4 @@ def require_matplotlib() -> None:
 
 def print_json(data: Any) -> None:
     """Exactly one JSON object on stdout, nothing else."""
-    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+    sys.stdout.write(json.dumps(_printable_json(data), indent=2) + "\n")

@@ -25,13 +25,13 @@ from rich.progress import Progress
 from rich.table import Table
 
 from annotune.annotate.config import find_config
-from annotune.bench import BenchRow, RunTrace, bench, plot_boxes, size_prior
+from annotune.bench import BenchRow, RunTrace, bench, load_recordings, plot_boxes, size_prior
 from annotune.bench.sizes import SizeRow, held_out_sizes, mean_fractions
 from annotune.bench.transfer import TransferRow, transfer_bench
 from annotune.cli.app import app, print_json, require_matplotlib, stderr, stdout, user_errors
 from annotune.cli.params import MAX_COUNT, MAX_SEED, GpusOption, one_of, output_file
 from annotune.core.diagnostics import AnnotuneError
-from annotune.results.replay import ReplayDataset, load_replay
+from annotune.results.replay import ReplayDataset
 from annotune.search import STRATEGY_NAMES
 from annotune.transfer.resolve import GpuTable, user_table
 
@@ -92,7 +92,7 @@ def bench_command(
     """Measurements each strategy needs for Standard 1 (median of best >= 0.95) and
     Standard 2 (5th percentile >= 0.95), beside the exact values for random search."""
     with user_errors():
-        loaded = [load_replay(path) for path in datasets]
+        loaded = load_recordings(datasets)
         if held_out_size:
             for flag, given in (
                 ("--transfer", transfer),

@@ -158,8 +158,11 @@ def build(
             if compile_args is None:
                 problem = problem or _problem(file, config)
                 compile_args = _shadow(problem, file, text, header, shadow_dir)
-        elif tuned and not same_content(out, text.encode("utf-8")):
-            _check_reaches(_problem(file, config), file, text, header)
+        elif not same_content(out, text.encode("utf-8")):
+            problem = problem or _problem(file, config)
+            if tuned:
+                _check_reaches(problem, file, text, header)
+            _check_compiled(problem, text, out)
         env = _environment(text, header if tuned else out, env_file)
         changed = write_if_changed(out, text)
         if env_file is not None and env is not None:
@@ -330,8 +333,8 @@ def _check_reaches(problem: Problem, file: Path, text: str, header: Path) -> Non
     kind = (
         "pragma literal"
         if first.origin == "literal"
-        else "constant"
-        if first.constant
+        else first.declaration
+        if first.declaration
         else "unguarded #define"
     )
     message = (
@@ -351,6 +354,51 @@ def _check_reaches(problem: Problem, file: Path, text: str, header: Path) -> Non
         "code you must not edit, add `--shadow-dir DIR` (SHADOW in CMake's "
         "annotune_tuned_header): tuned copies of the files to compile instead",
     )
+
+
+def _check_compiled(problem: Problem, text: str, out: Path) -> None:
+    """AnnotuneError when the compiler, given OUT's text with `-include`, would not see its
+    values: read with the compiler's own preprocessor (the config's compile command, else the
+    language's default compiler), the last word after the source's definitions are read.
+    A compiler that cannot be run so, or a source it cannot preprocess alone, is said on
+    stderr: the header is then written on the static check alone."""
+    import tempfile
+
+    from annotune.builder.compiler import CompilerCommand, default_compiler
+    from annotune.builder.verify import check_header, macro_number
+    from annotune.emit.sizes import read_size_table
+
+    if read_size_table(text, str(out)) is not None:
+        return  # which size's values the compiler takes is its -D's: each was checked above
+    values = {name: macro_number(value) for name, (value, _) in header_values(text).items()}
+    compile_argv = problem.settings.compile
+    if compile_argv:
+        joined = compile_argv[0] if len(compile_argv) == 1 else shlex.join(compile_argv)
+        command = CompilerCommand.parse(joined)
+    else:
+        command = default_compiler(problem.language, problem.pragmas)
+    with tempfile.TemporaryDirectory(prefix="annotune-build-") as scratch:
+        written = Path(scratch) / out.name
+        written.write_text(text, encoding="utf-8")
+        result = check_header(problem, written, values, command, Path(scratch))
+    if result is None:
+        print(
+            f"annotune: note: {command.argv[0]} cannot be run preprocess-only here: the values "
+            f"the compiler sees with {out} were checked from the source alone",
+            file=sys.stderr,
+        )
+    elif not result.ok and (result.transient or "preprocessing failed" in result.error):
+        print(
+            f"annotune: warning: {result.error}; the values the compiler sees with {out} were "
+            "checked from the source alone",
+            file=sys.stderr,
+        )
+    elif not result.ok:
+        raise AnnotuneError(
+            result.error.replace(str(written), str(out)),
+            hint="a definition annotune did not read wins over the header's: it cannot "
+            "be written as it is",
+        )
 
 
 def _shadow(problem: Problem, file: Path, text: str, header: Path, directory: Path) -> list[str]:

@@ -18,7 +18,7 @@ from annotune.annotate.summary import (
     summarize_space,
 )
 from annotune.cli.app import ConfigPath, JsonFlag, app, print_json, stderr, stdout, user_errors
-from annotune.core.diagnostics import Location
+from annotune.core.diagnostics import Location, printable
 
 
 @app.command()
@@ -44,7 +44,7 @@ def scan_json(
     problem: Problem, summary: SpaceSummary, warnings: list[tuple[Location, str]]
 ) -> dict:
     return {
-        "file": str(problem.source),
+        "file": printable(str(problem.source)),
         "params": [param.to_json() for param in problem.params],
         "constraints": [c.to_json() for c in problem.constraints],
         "space": summary.to_json(),
@@ -59,11 +59,11 @@ def _use_kinds(param) -> str:
 
 
 def _where(location) -> str:
-    return f"{location.file}:{location.line}:{location.column}"
+    return printable(f"{location.file}:{location.line}:{location.column}")
 
 
 def _print_table(problem: Problem, summary: SpaceSummary) -> None:
-    table = Table(title=f"{problem.source}: {len(problem.params)} tunable parameters")
+    table = Table(title=printable(f"{problem.source}: {len(problem.params)} tunable parameters"))
     for column in ("name", "domain", "n", "default", "origin", "-D", "declared at", "used in"):
         table.add_column(column, no_wrap=column in ("name", "declared at"))
     through_env = env_only_params(problem)
@@ -76,7 +76,7 @@ def _print_table(problem: Problem, summary: SpaceSummary) -> None:
             str(param.default),
             param.origin,
             "env" if param.name in through_env else "yes" if param.guarded else "no",
-            f"{Path(where.file).name}:{where.line}",
+            printable(f"{Path(where.file).name}:{where.line}"),
             "env" if param.name in through_env else _use_kinds(param),
         )
     stdout.print(table)
@@ -84,18 +84,18 @@ def _print_table(problem: Problem, summary: SpaceSummary) -> None:
         where = Text(_where(constraint.location), style="dim")
         stdout.print(Text.assemble(f"constraint  {constraint.text}    ", where))
     stdout.print(summary.describe())
-    unguarded = [p.name for p in problem.params if not p.guarded and not p.constant]
+    unguarded = [p.name for p in problem.params if not p.guarded and not p.declaration]
     if unguarded:
         stderr.print(
             f"note: {', '.join(unguarded)} cannot be set with -D (no #ifndef guard or a pragma "
             "literal): tune rewrites a copy of the source; `annotune lift FILE` fixes the source "
             "once so the tuned header takes effect."
         )
-    constants = [p.name for p in problem.params if p.constant]
+    constants = [p.name for p in problem.params if p.declaration]
     if constants:
         stderr.print(
             f"note: {', '.join(constants)} "
-            + ("are C constants" if len(constants) > 1 else "is a C constant")
+            + ("are C constants or variables" if len(constants) > 1 else "is a C declaration")
             + ": tune rewrites the initializer in a copy of the source; to ship the tuned "
             "values, compile the copies `annotune build --shadow-dir` writes."
         )

@@ -23,6 +23,7 @@ from rich.progress import (
 )
 
 from annotune.annotate import read_problem
+from annotune.annotate.summary import require_legal
 from annotune.cli.app import (
     EXIT_FAILED,
     ConfigPath,
@@ -427,6 +428,7 @@ def tune_command(
             _tune_sizes(file, given, name, values, config, json)
             return
         problem = read_problem(file, config_path=config)
+        require_legal(problem)  # before anything is compiled
         options = tune_options(problem, given)
         if compile_only:
             _report_compiles(compile_configurations(problem, options, arch), json)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import codecs
+import re
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +22,26 @@ class Location:
         return Location(self.file, self.line, self.column + columns)
 
     def to_json(self) -> dict:
-        return {"file": self.file, "line": self.line, "column": self.column}
+        return {"file": printable(self.file), "line": self.line, "column": self.column}
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def printable(text: str) -> str:
+    """`text` as it can be shown and stored: a file name's byte that is not UTF-8, which
+    `os.fsdecode` keeps as a lone surrogate (`k\\udcff.c`), written as an escape (`k\\xff.c`),
+    as Python and git show such names. Any other lone surrogate is written `\\udXXX`. Used
+    where a path is printed, put in JSON, in the database or in a generated header; the path
+    itself stays as it is, and still opens the file."""
+    if text.isascii():
+        return text
+    return _SURROGATE.sub(_escape, text)
+
+
+def _escape(match: re.Match) -> str:
+    code = ord(match.group())
+    return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04x}"
 
 
 class AnnotuneError(Exception):
@@ -54,7 +74,7 @@ class AnnotuneError(Exception):
             lines += [shown, _caret_padding(shown[: column - 1]) + "^"]
         if self.hint:
             lines.append(f"note: {self.hint}")
-        return "\n".join(lines)
+        return printable("\n".join(lines))
 
 
 # Control characters other than tab shown as one replacement character each: a source line

@@ -5,10 +5,43 @@ whether a path can be written at all, so that a long run does not end with its o
 from __future__ import annotations
 
 import errno
+import hashlib
+import io
 import os
 import stat
 import tempfile
 from pathlib import Path
+from typing import Any
+
+from annotune.core.diagnostics import AnnotuneError
+
+NAME_MAX = 255
+"""The most bytes one file name may have (ext4, XFS, APFS, NTFS in UTF-16 units)."""
+
+
+def bounded_name(name: str, limit: int = NAME_MAX) -> str:
+    """`name` as it is when its UTF-8 encoding has at most `limit` bytes; else as many of its
+    first characters as leave room for '-' and 16 hex digits of a hash of the whole name, so that
+    a long name (a 5,000-character device) still makes a file name, and two long names that
+    share their beginning make two. Every file name annotune makes from user text goes through
+    here: a short name, hence every name made before there was a bound, is unchanged."""
+    data = name.encode("utf-8", "surrogateescape")
+    if len(data) <= limit:
+        return name
+    digest = hashlib.sha256(data).hexdigest()[:16]
+    head = data[: max(0, limit - len(digest) - 1)].decode("utf-8", "ignore")
+    return f"{head}-{digest}"
+
+
+def write_file(path: Path, data: bytes) -> None:
+    """`replace_atomically`, with every failure (no space left, a read-only or missing
+    directory, a directory in the way) an AnnotuneError naming `path`: for what a command
+    writes where the user says (`--plot`), so that a failed write is an error, never exit 0."""
+    try:
+        replace_atomically(path, data)
+    except OSError as error:
+        reason = why_not_writable(path) or error.strerror or str(error)
+        raise AnnotuneError(f"cannot write {path}: {reason}") from None
 
 
 def replace_atomically(path: Path, data: bytes) -> None:
@@ -29,7 +62,8 @@ def replace_atomically(path: Path, data: bytes) -> None:
         return
     path = Path(os.path.realpath(path))
     mode = _file_mode(path)
-    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    prefix = f".{bounded_name(path.name, NAME_MAX - 20)}."  # mkstemp adds 8 characters, and .tmp
+    fd, temp = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as file:
             file.write(data)
@@ -40,6 +74,17 @@ def replace_atomically(path: Path, data: bytes) -> None:
     except BaseException:
         Path(temp).unlink(missing_ok=True)
         raise
+
+
+def save_figure(figure: Any, path: str | Path, *, dpi: int) -> None:
+    """Write a matplotlib figure to `path` (`write_file`), in the format its suffix names, PNG
+    when it names none matplotlib knows. Rendered in memory first: matplotlib's own `savefig`
+    to a path reports no error when the write fails (a full disk, /dev/full)."""
+    buffer = io.BytesIO()
+    kind = Path(path).suffix[1:].lower()
+    known = kind in figure.canvas.get_supported_filetypes()
+    figure.savefig(buffer, dpi=dpi, format=kind if known else "png")
+    write_file(Path(path), buffer.getvalue())
 
 
 def same_content(path: Path, data: bytes) -> bool:

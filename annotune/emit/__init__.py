@@ -26,8 +26,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from annotune import __version__
-from annotune.core.diagnostics import AnnotuneError, Location
-from annotune.core.files import replace_atomically, same_content, why_not_writable
+from annotune.core.diagnostics import AnnotuneError, Location, printable
+from annotune.core.files import (
+    NAME_MAX,
+    bounded_name,
+    replace_atomically,
+    same_content,
+    why_not_writable,
+)
 
 if TYPE_CHECKING:
     import jinja2
@@ -46,7 +52,13 @@ ENV_PREFIX = "ANNOTUNE_ENV_"
 def tuned_header_path(source: Path, device: str, out_dir: Path | None = None) -> Path:
     """Where the tuned header of `source` for `device` lives."""
     base = out_dir if out_dir is not None else source.parent / TUNED_DIR
-    return base / slugify(device) / f"{source.stem}.h"
+    return base / slugify(device) / header_name(source)
+
+
+def header_name(source: Path) -> str:
+    """The file name of `source`'s tuned headers, `<stem>.h`: a stem too long for a file name
+    with `.h` after it is shortened with a hash (`bounded_name`)."""
+    return f"{bounded_name(source.stem, NAME_MAX - 2)}.h"
 
 
 @dataclass(frozen=True)
@@ -54,7 +66,7 @@ class _Define:
     name: str
     value: str
     note: str
-    constant: bool = False  # a C constant: a #define of its name would break its declaration
+    declared: bool = False  # a C constant or variable: a #define of its name would break it
 
 
 @dataclass(frozen=True)
@@ -173,6 +185,7 @@ def _template() -> jinja2.Template:
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
+        finalize=_printable,  # a source named `k\xff.c` is written so, not as bytes
     )
     env.filters["comment"] = _comment_safe
     return env.get_template(TEMPLATE)
@@ -180,11 +193,11 @@ def _template() -> jinja2.Template:
 
 def _define(param: TunableParam, value: Number, source_name: str) -> _Define:
     note = f"{param.domain}; default {_c_value(param.default)}"
-    if param.constant:
-        note += "; a C constant"
+    if param.declaration:
+        note += f"; a C {param.declaration}"
     elif not param.guarded:
         note += f"; the source ignores this until `annotune lift {source_name}`"
-    return _Define(param.name, _c_value(value), note, param.constant)
+    return _Define(param.name, _c_value(value), note, bool(param.declaration))
 
 
 def _env(problem: Problem, params: Mapping[str, Number]) -> dict:
@@ -274,11 +287,19 @@ def _guard(source: Path) -> str:
     return f"ANNOTUNE_TUNED_{stem}_H"
 
 
+def _printable(value: object) -> object:
+    """What a template writes of `value`: a string with a name's bytes that are not UTF-8
+    escaped (`printable`), so that the header is UTF-8 text."""
+    return printable(value) if isinstance(value, str) else value
+
+
 def _comment_safe(text: object) -> str:
     """Text that cannot end the C comment it is put in, or break its line."""
     return " ".join(str(text).replace("*/", "* /").split())
 
 
+SLUG_MAX = 100
+"""The most characters of a device's slug (one directory's name)."""
 _MARKS = re.compile(r"\((r|tm|c)\)|[®™©]")
 _UNSAFE = re.compile(r"[^a-z0-9.]+")
 
@@ -288,10 +309,12 @@ def slugify(name: str) -> str:
 
     "NVIDIA A100-PCIE-40GB" -> "nvidia-a100-pcie-40gb";
     "cpu-Intel(R) Xeon(R) Gold 6230 CPU @ 2.10GHz" -> "cpu-intel-xeon-gold-6230-cpu-2.10ghz".
-    Trademark signs are dropped; the slug never starts or ends with '.' or '-'.
+    Trademark signs are dropped; the slug never starts or ends with '.' or '-'. A slug longer
+    than `SLUG_MAX` characters (a 5,000-character `--device`) is its beginning and a hash of
+    the whole (`bounded_name`), so that it stays a file name; every shorter one is as it was.
     """
     text = _MARKS.sub("", name.lower())
     text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
     slug = _UNSAFE.sub("-", text).strip("-.")
     slug = re.sub(r"\.{2,}", ".", slug)
-    return slug or "unknown"
+    return bounded_name(slug or "unknown", SLUG_MAX)

@@ -39,6 +39,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import math
 import os
 import secrets
 import socket
@@ -56,7 +57,8 @@ import platformdirs
 
 from annotune import __version__
 from annotune.annotate.problem import Problem
-from annotune.core.diagnostics import AnnotuneError
+from annotune.core.diagnostics import AnnotuneError, printable
+from annotune.core.files import NAME_MAX, bounded_name
 from annotune.core.inputs import SOURCE, read_input
 from annotune.core.interrupts import held
 from annotune.core.records import OBJECTIVES, Measurement, Number
@@ -193,7 +195,8 @@ def workspace(source: Path) -> Workspace:
         return Workspace(local)
     directory = source.parent.resolve()
     digest = hashlib.sha256(str(directory).encode()).hexdigest()[:16]
-    cached = platformdirs.user_cache_path("annotune") / "sources" / f"{directory.name}-{digest}"
+    name = f"{bounded_name(directory.name, NAME_MAX - 1 - len(digest))}-{digest}"
+    cached = platformdirs.user_cache_path("annotune") / "sources" / name
     return Workspace(cached, read_only=blocking)
 
 
@@ -240,7 +243,7 @@ def sources_hash(files: Sequence[str | Path]) -> str:
     for file in files:
         name = os.path.relpath(file, base).replace(os.sep, "/")
         content = hashlib.sha256(read_input(Path(file), SOURCE)).hexdigest()
-        digest.update(f"{name}\0{content}\n".encode())
+        digest.update(os.fsencode(f"{name}\0{content}\n"))  # a name's bytes, UTF-8 or not
     return digest.hexdigest()
 
 
@@ -268,7 +271,7 @@ class StudyKey:
             "constraints": [c.text for c in problem.constraints],
         }
         return cls(
-            source=str(problem.source),
+            source=printable(str(problem.source)),  # for display: a name's odd bytes escaped
             content_hash=sources_hash(problem.files),
             space=space,
             device=device,
@@ -360,10 +363,14 @@ class Database:
         self.path = path
         if create and not os.path.lexists(path):
             _create(path)
-        _check_file(path)
+        new = create and _empty(path)  # an empty file given as --db: a new database
+        if not new:
+            _check_file(path)
         writable = can_write(path) and can_write(path.parent)
         if create and not writable:
             raise _read_only(path)
+        if new:
+            _fill(path)
         try:
             self._conn = _connect(path, writable)
         except sqlite3.DatabaseError as error:
@@ -372,6 +379,8 @@ class Database:
             self._conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
             self._ensure_schema(writable)
             self._columns = _columns(self._conn)
+            if create:
+                self._check_rows()  # before a tune writes a byte beside a damaged row
             if writable:
                 self._conn.execute("PRAGMA journal_mode = WAL")
                 self._conn.execute("PRAGMA synchronous = FULL")
@@ -434,6 +443,24 @@ class Database:
         if missing:
             raise _foreign(self.path, f"schema version {version} without its tables ({missing})")
 
+    def _check_rows(self) -> None:
+        """Read every row as it would be read later, so that a damaged or foreign one (text
+        where a number belongs, a NULL, a configuration of another space) is an error naming
+        it now, before anything is written to the file, rather than half way through a tune."""
+        studies = {study.id: study for study in self.studies()}
+        rows = self._conn.execute(f"SELECT study_id, {self._columns} FROM measurements")
+        for study_id, *row in rows:
+            study = studies.get(study_id)
+            if study is None:
+                with _row(self.path, "measurements", row[0]):
+                    raise ValueError(f"its study {_shown(study_id)} is not in table 'studies'")
+            _measurement(self.path, tuple(row), study)
+        for key, *holder in self._conn.execute(
+            "SELECT config_key, token, host, pid, pid_started, expires FROM claims"
+        ):
+            with _row(self.path, "claims", f"of configuration {_shown(key)}"):
+                _check_claim(tuple(holder))
+
     def _migrate(self) -> None:
         """Convert an older version in place, under the write lock; another process may have
         converted it meanwhile."""
@@ -486,9 +513,13 @@ class Database:
             study_id, created, stored = conn.execute(
                 "SELECT id, created, device_features FROM studies WHERE key = ?", (key.digest,)
             ).fetchone()
+            with _row(self.path, "studies", study_id):
+                if not isinstance(created, str):
+                    raise ValueError(f"'created' is {created!r}, not a time")
+                features = _features(stored)
             if fresh:
                 conn.execute("DELETE FROM measurements WHERE study_id = ?", (study_id,))
-        return Study(study_id, key, created, _loads_or_none(stored))
+        return Study(study_id, key, created, features)
 
     @_reported
     def studies(self) -> list[Study]:
@@ -497,15 +528,7 @@ class Database:
             "SELECT id, source, content_hash, device, space_json, build_json, created,"
             " device_features FROM studies ORDER BY id"
         ).fetchall()
-        return [
-            Study(
-                id=row[0],
-                key=StudyKey(row[1], row[2], json.loads(row[4]), row[3], json.loads(row[5])),
-                created=row[6],
-                device_features=_loads_or_none(row[7]),
-            )
-            for row in rows
-        ]
+        return [_study(self.path, row) for row in rows]
 
     @_reported
     def record(self, study: Study, measurement: Measurement) -> bool:
@@ -561,6 +584,9 @@ class Database:
                 " WHERE study_id = ? AND config_key = ?",
                 (study.id, key),
             ).fetchone()
+            if holder is not None:
+                with _row(self.path, "claims", f"of configuration {key}"):
+                    _check_claim(holder)
             if holder is not None and _stands(holder, owner, now):
                 return False
             conn.execute(
@@ -605,7 +631,7 @@ class Database:
         rows = self._conn.execute(
             f"SELECT {self._columns} FROM measurements WHERE study_id = ? ORDER BY id", (study.id,)
         ).fetchall()
-        return [_measurement(row) for row in rows]
+        return [_measurement(self.path, row, study) for row in rows]
 
     @_reported
     def lookup(self, study: Study, params: Mapping[str, Any]) -> Measurement | None:
@@ -614,7 +640,7 @@ class Database:
             f"SELECT {self._columns} FROM measurements WHERE study_id = ? AND config_key = ?",
             (study.id, config_key(params)),
         ).fetchone()
-        return _measurement(row) if row is not None else None
+        return _measurement(self.path, row, study) if row is not None else None
 
     @_reported
     def best(self, study: Study, objective: str = "time") -> Measurement | None:
@@ -629,7 +655,7 @@ class Database:
             f" AND {order} IS NOT NULL ORDER BY {order}, id LIMIT 1",
             (study.id,),
         ).fetchone()
-        return _measurement(row) if row is not None else None
+        return _measurement(self.path, row, study) if row is not None else None
 
     def export_t4(self, study: Study, path: Path) -> None:
         """Write the study, with its device and features, as a T4 file (`annotune.results.t4`)."""
@@ -645,7 +671,7 @@ class Database:
 def existing(path: Path) -> Iterator[Database | None]:
     """The database at `path` for reading, None when nothing is there: reading creates no
     file. A directory, FIFO or device there is an AnnotuneError, never "no database"."""
-    if not os.path.lexists(path):
+    if not os.path.lexists(path) or _empty(path):  # an empty file: no database yet
         yield None
         return
     with Database(path, create=False) as database:
@@ -668,7 +694,8 @@ def _create(path: Path) -> None:
     sees a half-made file, so an empty or tableless file is never one of annotune's."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        temp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.new")
+        unique = f".{os.getpid()}.{secrets.token_hex(4)}.new"
+        temp = path.with_name(f".{bounded_name(path.name, NAME_MAX - 1 - len(unique))}{unique}")
         try:
             conn = sqlite3.connect(temp, isolation_level=None)
             try:
@@ -691,6 +718,42 @@ def _create(path: Path) -> None:
             f"{path}: cannot create the results database ({_reason(error)})",
             hint="pick a writable place with --db",
         ) from None
+
+
+def _empty(path: Path) -> bool:
+    """Whether `path` is an empty regular file with no write-ahead log beside it: a new
+    database to be (`touch results.db; annotune tune --db results.db`), never a WAL
+    database whose pages are all still in its log."""
+    try:
+        info = os.stat(path)
+    except (OSError, ValueError):
+        return False
+    return (
+        stat.S_ISREG(info.st_mode)
+        and info.st_size == 0
+        and not os.path.lexists(f"{path}-wal")
+    )
+
+
+def _fill(path: Path) -> None:
+    """Make the empty file at `path` a new database, in place, under SQLite's write lock: a
+    process that filled it first is seen, and then nothing is done."""
+    try:
+        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+            if version == 0 and tables == 0:
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+                _stamp(conn)
+            conn.execute("COMMIT")
+        finally:
+            conn.close()
+    except sqlite3.Error as error:
+        raise _failure(path, error) from None
 
 
 def _stamp(conn: sqlite3.Connection) -> None:
@@ -867,22 +930,141 @@ def _columns(conn: sqlite3.Connection) -> str:
     read-only database of version 3 or older, which cannot be converted, has none)."""
     names = {row[1] for row in conn.execute("PRAGMA table_info(measurements)")}
     energy = "energy, energies_json" if "energy" in names else "NULL, '[]'"
-    return f"{_COLUMNS}, {energy}"
+    return f"id, {_COLUMNS}, {energy}"
 
 
-def _measurement(row: tuple) -> Measurement:
-    params, status, time, times, error, compile_info, created, energy, energies = row
-    return Measurement(
-        params=json.loads(params),
-        status=status,
-        time=time,
-        times=tuple(json.loads(times)),
-        error=error,
-        compile_info=json.loads(compile_info),
-        created=created,
-        energy=energy,
-        energies=tuple(json.loads(energies)),
-    )
+@contextmanager
+def _row(path: Path, table: str, row: object) -> Iterator[None]:
+    """Turn what a damaged or foreign row raises while it is checked (text where a number
+    belongs, a NULL, JSON that is not, a configuration of another space) into an error that
+    names the database, the table and the row. Nothing is written: reading changes nothing."""
+    try:
+        yield
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as error:
+        which = f"row {row}" if isinstance(row, int) else f"the row {row}"
+        raise AnnotuneError(
+            f"{path}: {which} of table '{table}' is damaged or not annotune's ({error})",
+            hint=_aside(path),
+        ) from None
+
+
+def _json(text: object, kind: type, what: str) -> Any:
+    """A column's JSON text, decoded, which must be a `kind` (dict or list)."""
+    if not isinstance(text, str):
+        raise ValueError(f"'{what}' is {_shown(text)}, not JSON text")
+    data = json.loads(text)
+    if not isinstance(data, kind):
+        raise ValueError(f"'{what}' holds {_shown(data)}, not a JSON {kind.__name__}")
+    return data
+
+
+def _shown(value: object) -> str:
+    text = "NULL" if value is None else repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _finite(value: object, what: str) -> float:
+    """A number column or JSON number: an int or float, finite, never a bool or text."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError(f"'{what}' is {_shown(value)}, not a finite number")
+    return value
+
+
+def _space_names(space: object) -> set[str] | None:
+    """The names of a study's parameters, as its key's space stores them (None or none: it
+    lists none, as no study of a source does, so there is nothing to check a row against). Their values are checked to
+    be numbers; a measurement's value outside them is not refused (a domain narrowed by hand)."""
+    if not isinstance(space, dict):
+        raise ValueError(f"'space_json' holds {_shown(space)}, not a space")
+    if "params" not in space:
+        return None
+    if not isinstance(space["params"], list):
+        raise ValueError(f"'space_json' holds parameters {_shown(space['params'])}")
+    names: set[str] = set()
+    for param in space["params"]:
+        if not isinstance(param, dict) or not isinstance(param.get("name"), str):
+            raise ValueError(f"'space_json' holds a parameter {_shown(param)}")
+        values = param.get("values")
+        if not isinstance(values, list):
+            raise ValueError(f"'space_json' holds values {_shown(values)} of {param['name']}")
+        names.add(param["name"])
+        for v in values:
+            _finite(v, "space_json")
+    if not isinstance(space.get("constraints", []), list):
+        raise ValueError(f"'space_json' holds constraints {_shown(space['constraints'])}")
+    return names
+
+
+def _features(text: object) -> dict | None:
+    return None if text is None else _json(text, dict, "device_features")
+
+
+def _study(path: Path, row: tuple) -> Study:
+    """A study as stored, every column checked."""
+    with _row(path, "studies", row[0]):
+        study_id, source, content_hash, device, space, build, created, features = row
+        for name, value in (
+            ("source", source),
+            ("content_hash", content_hash),
+            ("device", device),
+            ("created", created),
+        ):
+            if not isinstance(value, str):
+                raise ValueError(f"'{name}' is {_shown(value)}, not text")
+        if isinstance(study_id, bool) or not isinstance(study_id, int):
+            raise ValueError(f"'id' is {_shown(study_id)}")
+        space = _json(space, dict, "space_json")
+        _space_names(space)
+        key = StudyKey(source, content_hash, space, device, _json(build, dict, "build_json"))
+        return Study(study_id, key, created, _features(features))
+
+
+def _check_claim(holder: tuple) -> None:
+    token, host, pid, started, expires = holder
+    for name, value in (("token", token), ("host", host), ("pid_started", started)):
+        if not isinstance(value, str):
+            raise ValueError(f"'{name}' is {_shown(value)}, not text")
+    if isinstance(pid, bool) or not isinstance(pid, int) or pid < 0:
+        raise ValueError(f"'pid' is {_shown(pid)}, not a process id")
+    _finite(expires, "expires")
+
+
+def _measurement(path: Path, row: tuple, study: Study) -> Measurement:
+    """A measurement as stored, every column checked, its configuration one of `study`'s
+    space: a foreign or damaged row is an error naming the database, never a traceback."""
+    row_id, *columns = row
+    with _row(path, "measurements", row_id):
+        params, status, time, times, error, compile_info, created, energy, energies = columns
+        params = _json(params, dict, "params_json")
+        space = _space_names(study.key.space)
+        if space and set(params) != space:
+            raise ValueError(
+                f"its configuration {_shown(params)} names other parameters than its study's "
+                f"({', '.join(sorted(space)) or 'none'})"
+            )
+        for name, value in params.items():
+            _finite(value, f"params_json {name}")
+        if not isinstance(status, str):
+            raise ValueError(f"'status' is {_shown(status)}, not text")
+        if time is not None:
+            _finite(time, "time")
+        if not isinstance(error, str | None) or not isinstance(created, str | None):
+            raise ValueError(f"'error' or 'created' is {_shown(error)}, not text")
+        if energy is not None:
+            _finite(energy, "energy")
+        return Measurement(
+            params=params,
+            status=status,
+            time=time,
+            times=tuple(_finite(t, "times_json") for t in _json(times, list, "times_json")),
+            error=error or "",
+            compile_info=_json(compile_info, dict, "compile_info_json"),
+            created=created,
+            energy=energy,
+            energies=tuple(
+                _finite(e, "energies_json") for e in _json(energies, list, "energies_json")
+            ),
+        )
 
 
 def _plain(value: Any) -> Number:
@@ -896,10 +1078,6 @@ def _plain(value: Any) -> Number:
     if isinstance(value, int | float):
         return value
     raise TypeError(f"parameter values are numbers, not {value!r}")
-
-
-def _loads_or_none(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
 
 
 def _dumps(data: Any, *, sort: bool = False) -> str:

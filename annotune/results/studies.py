@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from annotune.annotate.problem import Problem
-from annotune.core.diagnostics import AnnotuneError, Location
+from annotune.core.diagnostics import AnnotuneError, Location, printable
 from annotune.core.records import Measurement
 from annotune.results.database import (
     Database,
@@ -87,11 +87,12 @@ def find_study(
 
 def _same_file(recorded: str, source: Path) -> bool:
     """Whether a study's recorded source (as the user typed it at tune time) is this file: the
-    same path, or, when it was recorded relative to another directory, the same name."""
+    same path, or, when it was recorded relative to another directory, the same name. It was
+    recorded `printable`: a name's bytes that are not UTF-8 as escapes (`k\\xff.c`)."""
     path = Path(recorded)
     if path.is_absolute() or path.exists():
-        return path.resolve() == source.resolve()
-    return path.name == source.name
+        return printable(str(path.resolve())) == printable(str(source.resolve()))
+    return path.name == printable(source.name)
 
 
 def read_study(

@@ -31,6 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
+from annotune.core.files import save_figure
+
 _NOISE = 1e-10
 
 
@@ -216,7 +218,8 @@ def _best_split(
 
 def plot_tree(tree: Tree, path: str | Path, *, target: str = "mean") -> None:
     """Draw the tree as boxes and edges (matplotlib, the optional `plot` extra): each box
-    shows the node's split, sample count and mean `target`; the left edge is `<=`."""
+    shows the node's split, sample count and mean `target`; the left edge is `<=`.
+    AnnotuneError naming `path` when it cannot be written."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -252,5 +255,7 @@ def plot_tree(tree: Tree, path: str | Path, *, target: str = "mean") -> None:
     ax.set_ylim(-height + 0.5, 0.5)
     ax.axis("off")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    try:
+        save_figure(fig, path, dpi=110)
+    finally:
+        plt.close(fig)

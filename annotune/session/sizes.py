@@ -18,6 +18,7 @@ from pathlib import Path
 from annotune import __version__
 from annotune.annotate import Problem, read_problem, read_problem_and_source
 from annotune.annotate.collect import defined_number
+from annotune.annotate.summary import require_legal
 from annotune.core.diagnostics import AnnotuneError
 from annotune.emit import tuned_header_path, write_if_changed
 from annotune.emit.sizes import SizeEntry, SizeTable, render_size_header
@@ -136,6 +137,7 @@ def _read_sized(
     """The problem at `size`, how the size reaches the program, and the size a compile that
     does not define it gets (None: the largest tuned) with the reason the header gives."""
     problem, parsed = read_problem_and_source(source, config_path=config_path, fixed={name: size})
+    require_legal(problem)
     param = problem.param(name)
     args = given.args or problem.settings.args
     if any(f"{{{name}}}" in arg for arg in args):

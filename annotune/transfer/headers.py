@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from annotune.core.diagnostics import AnnotuneError
-from annotune.emit import tuned_header_path
+from annotune.emit import header_name, tuned_header_path
 from annotune.emit.arch import ArchGpu, parse_tuned_header
 from annotune.transfer.resolve import Family, GpuTable, nearest_known, resolve
 
@@ -90,7 +90,7 @@ def arch_gpus(source: Path, out_dir: Path | None, gpus: GpuTable | None = None) 
         raise AnnotuneError(f"cannot list the tuned headers in {base}: {error}") from None
     found, warnings = [], []
     for directory in directories:
-        header = directory / f"{source.stem}.h"
+        header = directory / header_name(source)
         if not header.is_file():
             continue
         tuned = parse_tuned_header(header, source.name)

@@ -1,6 +1,7 @@
-"""Knobs that are C constants (`const int block_size = 256;`, `constexpr`, `static const`, an
-enumerator), declared in annotune.toml for code that must not be edited: set by rewriting the
-initializer in a copy, never with a `-D` that would replace the name itself."""
+"""Knobs that are C constants or variables (`const int block_size = 256;`, `constexpr`,
+`static const`, an enumerator, `unsigned int threads = 256;`, `dim3 blocks (256);`), declared
+in annotune.toml for code that must not be edited: set by rewriting the initializer in a copy,
+never with a `-D` that would replace the name itself."""
 
 from __future__ import annotations
 
@@ -25,20 +26,25 @@ def project(tmp_path: Path, source: str, params: str, name: str = "k.cpp") -> Pa
 
 
 @pytest.mark.parametrize(
-    ("declaration", "value"),
+    ("declaration", "value", "kind"),
     [
-        ("const int block_size = 256;", "256"),
-        ("static const unsigned block_size = 256u;", "256u"),
-        ("constexpr int block_size{256};", "256"),
-        ("static constexpr long block_size = (256);", "(256)"),
-        ("const int other = 1, block_size = 256;", "256"),
-        ("enum { A = 1, block_size = 256, C };", "256"),
-        ("enum class Sizes : int { block_size = 256 };", "256"),
-        ("struct S { static constexpr int block_size = 256; };", "256"),
-        ("#define HALF 128\nconst int block_size = 2 * HALF;", "2 * HALF"),
+        ("const int block_size = 256;", "256", "constant"),
+        ("static const unsigned block_size = 256u;", "256u", "constant"),
+        ("constexpr int block_size{256};", "256", "constant"),
+        ("static constexpr long block_size = (256);", "(256)", "constant"),
+        ("const int other = 1, block_size = 256;", "256", "constant"),
+        ("enum { A = 1, block_size = 256, C };", "256", "constant"),
+        ("enum class Sizes : int { block_size = 256 };", "256", "constant"),
+        ("struct S { static constexpr int block_size = 256; };", "256", "constant"),
+        ("#define HALF 128\nconst int block_size = 2 * HALF;", "2 * HALF", "constant"),
+        ("int block_size = 256;", "256", "variable"),
+        ("void f() { unsigned int block_size = 256; }", "256", "variable"),
+        ("struct dim3 { dim3(int); };\nvoid f() { dim3 block_size (256); }", "256", "variable"),
+        ("static std::size_t block_size = 256;", "256", "variable"),
+        ("void f() { int n = 1, block_size = 256; }", "256", "variable"),
     ],
 )
-def test_a_constant_is_a_knob_set_in_a_copy(tmp_path, declaration, value):
+def test_a_constant_or_variable_is_a_knob_set_in_a_copy(tmp_path, declaration, value, kind):
     source = project(
         tmp_path,
         f"{declaration}\nint main() {{ return 0; }}\n",
@@ -46,7 +52,7 @@ def test_a_constant_is_a_knob_set_in_a_copy(tmp_path, declaration, value):
     )
     problem = read_problem(source)
     param = problem.param("block_size")
-    assert (param.default, param.guarded, param.constant) == (256, False, True)
+    assert (param.default, param.guarded, param.declaration) == (256, False, kind)
     span = param.value_span
     assert Path(span.file).read_bytes()[span.start : span.end] == value.encode()
     variant = variant_source(problem, {"block_size": 128})
@@ -58,14 +64,14 @@ def test_a_constant_is_a_knob_set_in_a_copy(tmp_path, declaration, value):
 @pytest.mark.parametrize(
     "code",
     [
-        "int block_size = 256;",  # a variable: its value may change at run time
+        "void f() { int block_size; block_size = 256; }",  # an assignment, not a declaration
         "const int *block_size = 0;",  # a pointer
         "void f(const int block_size = 256);",  # a parameter's default argument
         "typedef const int block_size;",
         "int g() { int x; x = block_size; return x; }",  # only used: a -D may set it
     ],
 )
-def test_what_is_not_a_constant_keeps_the_old_meaning(tmp_path, code):
+def test_what_is_no_declaration_with_an_initializer_keeps_the_old_meaning(tmp_path, code):
     source = project(
         tmp_path, f"{code}\nint main() {{ return 0; }}\n", 'block_size = "values(128, 256)"'
     )
@@ -93,7 +99,7 @@ def test_a_constant_declared_twice_is_ambiguous(tmp_path):
         "void f() { const int bs = 64; }\nvoid g() { const int bs = 128; }\nint main() {}\n",
         'bs = "values(64, 128)"',
     )
-    with pytest.raises(AnnotuneError, match="declared as a constant 2 times"):
+    with pytest.raises(AnnotuneError, match="'bs' is declared 2 times"):
         read_problem(source)
 
 

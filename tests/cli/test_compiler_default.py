@@ -103,3 +103,31 @@ def test_build_never_exits_0_with_a_header_the_compiler_ignores(
     else:
         assert result.exit_code == 2
         assert "the compiler uses 16" in result.stderr or "unguarded #define, 16" in result.stderr
+
+
+def test_build_reads_what_the_compiler_sees_with_its_own_preprocessor(cli, vendored):
+    """A definition annotune's reading of the source misses (an `#undef` and a new value after
+    the include) still stops build: the header is checked with `gcc -E -dM`, as compiled."""
+    (vendored / "k.c").write_text(
+        '#include <stdio.h>\n#include "conf.h"\n#undef B\n#define B 32\n'
+        'int main(void) { printf("took %d ms\\n", 10 + B); return 0; }\n'
+    )
+    declare(vendored, 'B = "values(4, 8, 16, 32)"')
+    result = cli("build", "../k.c", "-o", "out.h")
+    assert result.exit_code == 2
+    assert "the compiler sees B = 32, not the tuned 16" in result.stderr
+    assert f"{vendored / 'k.c'}:4" in result.stderr or "k.c:4" in result.stderr
+    assert not Path("out.h").exists()
+
+
+def test_a_compiler_that_cannot_preprocess_here_is_said_not_silently_passed(cli, vendored):
+    declare(vendored, 'B = "values(4, 8, 16)"')
+    config = vendored / "annotune.toml"
+    config.write_text(
+        config.read_text().replace(
+            "[file.params]", 'compile = "no-such-cc {source} -o {output}"\n[file.params]'
+        )
+    )
+    result = cli("build", "../k.c", "-o", "out.h")
+    assert result.exit_code == 0, result.stderr
+    assert "no-such-cc cannot be run preprocess-only here" in result.stderr

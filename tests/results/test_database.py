@@ -53,7 +53,8 @@ def db(tmp_path):
 
 
 def test_round_trip_keeps_order_values_and_failures(db):
-    study = db.open_study(KEY)
+    space = {"params": [{"name": "B", "values": [1, 2, 4]}, {"name": "A", "values": [1, 8, 64]}]}
+    study = db.open_study(dataclasses.replace(KEY, space=space))
     failed = Measurement(
         params={"B": 2, "A": 1}, status="compile_error", error="nvcc: too many resources"
     )
@@ -218,8 +219,8 @@ def test_a_signal_while_recording_keeps_the_measurement_then_stops(db, signum):
             signal.raise_signal(signum)  # lands half way through the write
             conn.execute(
                 "INSERT INTO measurements (study_id, config_key, params_json, time, times_json,"
-                " status, error, compile_info_json, created) VALUES (?, 'k', '{}', 1, '[]',"
-                " 'ok', '', '{}', '')",
+                " status, error, compile_info_json, created) VALUES (?, 'k', '{\"A\":1}', 1,"
+                " '[]', 'ok', '', '{}', '')",
                 (study.id,),
             )
         assert signal.getsignal(signum) is interrupt
