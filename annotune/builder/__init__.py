@@ -246,6 +246,41 @@ class Builder:
         nvrtc = self._nvrtc
         return f"NVRTC {nvrtc.version} --gpu-architecture={sm(nvrtc.arch)}; fallback: {nvcc}"
 
+    def program_inputs(self) -> str:
+        """A digest of every file the compile command reads beyond the tuned source's own
+        files: the files it names (other sources, objects, libraries, response files) and the
+        headers each other translation unit reads (one `-M` run each, on the originals); ""
+        for a command that reads nothing else. A study's measurements belong to this digest
+        too: they were of a program built from those bytes, and an edit of `other.c` makes
+        another program."""
+        command = command_files(self.compiler.argv)
+        digests = Digests(self._settled)
+        files = list(command.files)
+        with tempfile.TemporaryDirectory(prefix="annotune-inputs-") as scratch:
+            listing = Path(scratch) / _DEPENDENCY_FILE
+            default = {p.name: p.default for p in self.problem.params}
+            variant = variant_source(self.problem, default, self._originals)
+            includes = [
+                str(ANNOTUNE_INCLUDE_DIR),
+                original_include_dir(variant),
+                *self.problem.include_dirs,
+            ]
+            source = variant.root / variant.main
+            argv = command.expand(
+                self.compiler.render(source, listing, list(variant.defines), includes)
+            )
+            main = argument_path(source)
+            units = [u for u in source_inputs(argv) if u != main]
+            for unit in dict.fromkeys(units if self.dependency_tracking else []):
+                done = run_compiler(dependency_command(argv, unit), self.timeout)
+                files += (read_dependency_file(listing) or []) if done.ok else [unit]
+        if not files:
+            return ""  # a command of one source: its files are the study's content already
+        h = hashlib.sha256()
+        for path in sorted(dict.fromkeys(os.path.abspath(f) for f in files)):
+            h.update(os.fsencode(f"{path}\0{digests(path)}\n"))
+        return h.hexdigest()
+
     def build(self, configs: list[dict[str, Number]]) -> list[BuildResult]:
         """Build every configuration (in parallel); one result per config, in order."""
         results: list[BuildResult | None] = [None] * len(configs)

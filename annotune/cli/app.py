@@ -280,7 +280,8 @@ class _LazyGroup(TyperGroup):
         try:
             return super().invoke(ctx)
         except typer.BadParameter as error:
-            print(f"annotune: error: {error.format_message()}", file=sys.stderr)
+            with suppress(OutputFailed):
+                print(f"annotune: error: {error.format_message()}", file=sys.stderr)
             raise typer.Exit(code=EXIT_BAD_INPUT) from None
         except KeyboardInterrupt:
             say_interrupted()
@@ -395,7 +396,8 @@ def user_errors() -> Iterator[None]:
     try:
         yield
     except AnnotuneError as error:
-        print(error.render(), file=sys.stderr)
+        with suppress(OutputFailed):  # a full stderr: still exit 2 (`finish_output`)
+            print(error.render(), file=sys.stderr)
         raise typer.Exit(code=EXIT_BAD_INPUT) from None
 
 

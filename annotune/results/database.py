@@ -448,7 +448,8 @@ class Database:
         where a number belongs, a NULL, a configuration of another space) is an error naming
         it now, before anything is written to the file, rather than half way through a tune."""
         studies = {study.id: study for study in self.studies()}
-        rows = self._conn.execute(f"SELECT study_id, {self._columns} FROM measurements")
+        # Fetched whole: a statement left open by the error would keep the file's WAL behind.
+        rows = self._conn.execute(f"SELECT study_id, {self._columns} FROM measurements").fetchall()
         for study_id, *row in rows:
             study = studies.get(study_id)
             if study is None:
@@ -457,7 +458,7 @@ class Database:
             _measurement(self.path, tuple(row), study)
         for key, *holder in self._conn.execute(
             "SELECT config_key, token, host, pid, pid_started, expires FROM claims"
-        ):
+        ).fetchall():
             with _row(self.path, "claims", f"of configuration {_shown(key)}"):
                 _check_claim(tuple(holder))
 

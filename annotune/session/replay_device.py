@@ -171,6 +171,10 @@ class ReplayBuilder:
     def identity(self) -> str:
         return f"replay of {self.table.name} (nothing compiled)"
 
+    def program_inputs(self) -> str:
+        """No files but the recording's, which its name stands for."""
+        return ""
+
     def build(self, configs: list[dict[str, Number]]) -> list[BuildResult]:
         return [build for _, build in self.build_iter(configs)]
 

@@ -544,7 +544,11 @@ def tune_on(
         key = StudyKey.for_problem(
             problem,
             device=device,
-            build={"compiler": builder.identity(), "run": measurer.to_json()},
+            build={
+                "compiler": builder.identity(),
+                "run": measurer.to_json(),
+                **({"inputs": inputs} if (inputs := builder.program_inputs()) else {}),
+            },
         )
         study = db.open_study(
             key, fresh=options.fresh, device_features=target.to_json() if target else None

@@ -75,7 +75,6 @@ def _sqlite(good: bytes, path: Path, *statements: str) -> bytes:
 DAMAGE: dict[str, Callable[[bytes, Path], bytes]] = {
     "random bytes": lambda good, path: random.Random(1).randbytes(len(good)),
     "cut in half": lambda good, path: good[: len(good) // 2],
-    "empty": lambda good, path: b"",
     "text": lambda good, path: b"results: none yet\n",
     "newer schema": lambda good, path: _sqlite(
         good,
@@ -92,7 +91,6 @@ DAMAGE: dict[str, Callable[[bytes, Path], bytes]] = {
 MESSAGES = {
     "random bytes": "not a SQLite file",
     "cut in half": "cut short",
-    "empty": "an empty file",
     "text": "not a SQLite file",
     "newer schema": "written by annotune 9.0.0",
     "another program's tables": "tables of another program",
@@ -120,6 +118,101 @@ def test_a_damaged_database_is_refused_and_left_as_it_was(cli, source, good_db, 
     assert "nothing in it was changed" in result.stderr
     assert path.read_bytes() == bad
     assert sorted(p.name for p in path.parent.iterdir()) == ["results.db"]  # no journal left
+
+
+# Rows of annotune's own schema that hold garbage: each read is checked, and a damaged row is
+# an error naming the database, the table and the row. (statements, what stderr says, the
+# commands that read the row: every command reads studies and measurements, only tune claims.)
+FOREIGN_ROWS: dict[str, tuple[tuple[str, ...], str, tuple[str, ...]]] = {
+    "text time": (
+        ("UPDATE measurements SET time = 'fast' WHERE id = 3",),
+        "row 3 of table 'measurements'",
+        tuple(COMMANDS),
+    ),
+    "NULL time of an ok row": (
+        ("PRAGMA ignore_check_constraints = ON", "UPDATE measurements SET time = NULL WHERE id = 2"),
+        "row 2 of table 'measurements'",
+        tuple(COMMANDS),
+    ),
+    "configuration of another space": (
+        ("""UPDATE measurements SET params_json = '{"Q":1}' WHERE id = 1""",),
+        "names other parameters than its study's (X, Y)",
+        tuple(COMMANDS),
+    ),
+    "parameter value is text": (
+        ("""UPDATE measurements SET params_json = '{"X":"big","Y":1}' WHERE id = 4""",),
+        "row 4 of table 'measurements'",
+        tuple(COMMANDS),
+    ),
+    "times not a list": (
+        ("UPDATE measurements SET times_json = 'null' WHERE id = 5",),
+        "'times_json' holds NULL, not a JSON list",
+        tuple(COMMANDS),
+    ),
+    "times not JSON": (
+        ("UPDATE measurements SET times_json = '[1.0, oops' WHERE id = 5",),
+        "row 5 of table 'measurements'",
+        tuple(COMMANDS),
+    ),
+    "space not JSON": (
+        ("UPDATE studies SET space_json = 'X in 1..9' WHERE id = 1",),
+        "row 1 of table 'studies'",
+        tuple(COMMANDS),
+    ),
+    "features a list": (
+        ("UPDATE studies SET device_features = '[1, 2]' WHERE id = 1",),
+        "'device_features' holds [1, 2], not a JSON dict",
+        tuple(COMMANDS),
+    ),
+    "device a blob": (
+        ("UPDATE studies SET device = x'ff' WHERE id = 1",),
+        "'device' is b'\\xff', not text",
+        tuple(COMMANDS),
+    ),
+    "claim pid text": (
+        (
+            "INSERT INTO claims (study_id, config_key, token, host, pid, pid_started, claimed,"
+            " expires) VALUES (1, 'k', 't', 'h', 'me', '', '', 1e300)",
+        ),
+        "of table 'claims'",
+        ("tune",),
+    ),
+}
+
+
+def _foreign_cases():
+    for name, (_, _, commands) in FOREIGN_ROWS.items():
+        for command in commands:
+            yield pytest.param(name, command, id=f"{name}-{command}")
+
+
+@pytest.mark.parametrize(("damage", "command"), list(_foreign_cases()))
+def test_a_foreign_row_is_refused_by_name_and_left_as_it_was(
+    cli, source, good_db, damage, command
+):
+    path = source.parent / ".annotune" / "results.db"
+    path.parent.mkdir()
+    statements, message, _ = FOREIGN_ROWS[damage]
+    bad = _sqlite(good_db, path, *statements)
+    result = cli(*COMMANDS[command](source), *(["--device", OTHER_GPU] * (command != "predict")))
+    check_error(result, path, message)
+    assert "is damaged or not annotune's" in result.stderr
+    assert "nothing in it was changed" in result.stderr
+    assert path.read_bytes() == bad
+    assert sorted(p.name for p in path.parent.iterdir()) == ["results.db"]
+
+
+def test_an_empty_file_given_as_db_is_a_new_database(cli, source):
+    path = source.parent / "results.db"
+    path.touch()
+    for command in ("export", "explain"):  # they only read: no database there yet
+        result = cli(*COMMANDS[command](source), "--db", path)
+        assert result.exit_code == 2 and "no results database here yet" in result.stderr, result.stderr
+        assert path.stat().st_size == 0
+    result = cli(*COMMANDS["tune"](source), "--db", path)
+    assert result.exit_code == 0, result.stderr
+    with Database(path, create=False) as db:
+        assert len(db.measurements(db.studies()[0])) == 1
 
 
 @contextmanager

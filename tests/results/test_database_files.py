@@ -48,12 +48,11 @@ def test_a_new_database_is_never_seen_half_made(tmp_path):
 @pytest.mark.parametrize(
     ("damage", "message"),
     [
-        (lambda good: b"", "an empty file"),
         (lambda good: os.urandom(len(good)), "not a SQLite file"),
         (lambda good: good[: len(good) // 2], "cut short"),
         (lambda good: good[:60], "not a SQLite file"),
     ],
-    ids=["empty", "random", "half", "header-only"],
+    ids=["random", "half", "header-only"],
 )
 def test_a_damaged_file_is_refused_untouched(tmp_path, damage, message):
     path = tmp_path / "results.db"
@@ -66,6 +65,30 @@ def test_a_damaged_file_is_refused_untouched(tmp_path, damage, message):
         assert "nothing in it was changed" in error.value.hint and f"mv {path}" in error.value.hint
     assert path.read_bytes() == bad
     assert sorted(p.name for p in tmp_path.iterdir()) == ["good.db", "results.db"]
+
+
+def test_an_empty_file_is_a_new_database_to_a_tune_and_none_to_a_reader(tmp_path):
+    """`touch results.db; annotune tune --db results.db`: the empty file becomes the database,
+    in place; a command that only reads finds no database there and leaves it empty."""
+    path = tmp_path / "results.db"
+    path.touch()
+    with existing(path) as nothing:
+        assert nothing is None
+    assert path.stat().st_size == 0
+    inode = path.stat().st_ino
+    with Database(path) as db:
+        study = db.open_study(KEY)
+        assert db.record(study, Measurement({"A": 1}, "ok", 1.0))
+    assert path.stat().st_ino == inode  # filled in place, not replaced
+    with existing(path) as db:
+        assert [m.params for m in db.measurements(db.studies()[0])] == [{"A": 1}]
+    # Empty beside a write-ahead log: a database whose pages are all in its log, not new.
+    logged = tmp_path / "logged.db"
+    logged.touch()
+    Path(f"{logged}-wal").write_bytes(b"pages not yet checkpointed")
+    with pytest.raises(AnnotuneError, match="an empty file"):
+        Database(logged)
+    assert logged.stat().st_size == 0
 
 
 def test_a_sqlite_file_of_another_program_is_neither_initialized_nor_changed(tmp_path):
