@@ -803,9 +803,9 @@ def _declaration_kind(tokens: list[Token], index: int) -> str | None:
     depth, at = 0, index - 1
     while at >= 0:
         text = tokens[at].text
-        if text in _CLOSING:
+        if text in (")", "]"):  # a group inside the declaration (`int a[4], n = 2`)
             depth += 1
-        elif text in ("(", "[", "{") and depth:
+        elif text in ("(", "[") and depth:
             depth -= 1
         elif text in _DECLARATION_ENDS or text in ("(", "["):
             break

@@ -20,14 +20,20 @@ from __future__ import annotations
 
 import bisect
 import codecs
+import contextlib
 import ctypes
 import functools
 import os
+import pickle
 import re
+import resource
+import signal
 import stat
-from collections.abc import Sequence
+import traceback
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NoReturn
 
 import clang.cindex as ci
 
@@ -296,6 +302,104 @@ def parse_source(
     _check_headers(path, data, search, [Path(p) for option, p in flags if option in _FORCED])
     language = language or language_of(path)
     args = clang_args(language, include_dirs or [], defines or [], flags)
+    return _bounded(
+        functools.partial(_parse, path, data, args, include_dirs or [], language),
+        Location(str(path), 1, 1),
+    )
+
+
+PARSE_MEMORY = 4 << 30
+"""The address space libclang may take beyond what the process holds when it parses, in bytes:
+a source whose macros expand exponentially (`#define L1 L0 L0`, 40 levels) would take every
+byte of the machine's memory."""
+PARSE_SECONDS = 300
+"""The CPU seconds libclang may take to parse one source (its wall time: twice that)."""
+
+
+def _bounded(parse: Callable[[], ParsedSource], where: Location) -> ParsedSource:
+    """`parse()` in a child process (forked: it inherits libclang, loaded, and costs a few
+    milliseconds) with an address-space and a time limit, its result sent back pickled. A
+    parser bomb ends that child, not annotune: a located error. An AnnotuneError in the child
+    is raised here as it was; a bug, as a RuntimeError with the child's traceback."""
+    ci.conf.lib  # noqa: B018  (loaded once, here, rather than in every child)
+    read_end, write_end = os.pipe()
+    try:
+        pid = os.fork()
+    except OSError as error:
+        os.close(read_end)
+        os.close(write_end)
+        raise AnnotuneError(f"cannot start the parser: {error.strerror}", where) from None
+    if pid == 0:  # the child: never returns
+        os.close(read_end)
+        _child(parse, write_end)
+    os.close(write_end)
+    try:
+        with os.fdopen(read_end, "rb") as pipe:
+            payload = pipe.read()
+        _, status = os.waitpid(pid, 0)
+    except BaseException:  # Ctrl-C: the child goes too
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        raise
+    try:
+        kind, value = pickle.loads(payload)
+    except Exception:  # nothing, or half of it: the child died
+        kind, value = "died", status
+    if kind == "ok":
+        return value
+    if kind == "error":
+        message, location, hint = value
+        raise AnnotuneError(message, location, hint=hint)
+    if kind == "bug":
+        raise RuntimeError(f"the parser failed:\n{value}")
+    signalled = os.WIFSIGNALED(value) and os.WTERMSIG(value) in (signal.SIGXCPU, signal.SIGALRM)
+    if signalled:
+        why = f"took more than {PARSE_SECONDS} s of CPU time"
+    else:
+        why = f"ran out of memory (its limit: {PARSE_MEMORY / (1 << 30):g} GiB more) or crashed"
+    raise AnnotuneError(
+        f"libclang {why} parsing this file, and was stopped",
+        where,
+        hint="a macro whose expansion doubles at each level (#define L1 L0 L0, L2 L1 L1, ...) "
+        "expands exponentially: no compiler can preprocess it",
+    )
+
+
+def _child(parse: Callable[[], ParsedSource], write_end: int) -> NoReturn:
+    """The forked child: limit itself, parse, write the pickled outcome, exit without running
+    anything of the parent's (`os._exit`: no atexit handler, no buffer of its flushed twice)."""
+    code = 0
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C ends it at once
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+        held = os.sysconf("SC_PAGE_SIZE") * int(Path("/proc/self/statm").read_text().split()[0])
+        resource.setrlimit(resource.RLIMIT_AS, (held + PARSE_MEMORY, held + PARSE_MEMORY))
+        resource.setrlimit(resource.RLIMIT_CPU, (PARSE_SECONDS, PARSE_SECONDS + 5))
+        signal.alarm(2 * PARSE_SECONDS)
+        quiet = os.open(os.devnull, os.O_WRONLY)  # libclang's "LLVM ERROR: out of memory"
+        os.dup2(quiet, 2)
+        try:
+            outcome: tuple = ("ok", parse())
+        except AnnotuneError as error:
+            outcome = ("error", (error.message, error.location, error.hint))
+        except MemoryError:
+            raise
+        except Exception:
+            outcome = ("bug", traceback.format_exc())
+        with os.fdopen(write_end, "wb") as pipe:
+            pipe.write(pickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL))
+    except BaseException:
+        code = 70
+    finally:
+        os._exit(code)
+
+
+def _parse(
+    path: Path, data: bytes, args: list[str], include_dirs: list[str], language: str
+) -> ParsedSource:
+    """libclang's translation unit of `path` (whose bytes are `data`), and what the front end
+    takes from it (`parse_source`); run in a child process (`_bounded`)."""
     index = ci.Index.create()
     # The bytes just read, not the file again: what the front end saw is what it reports on.
     name = argument_path(path)  # `-x.c` is no option
@@ -312,7 +416,7 @@ def parse_source(
         ) from None
 
     display = {os.path.realpath(str(path)): str(path)}
-    user_dirs = [os.path.realpath(d) for d in include_dirs or []]
+    user_dirs = [os.path.realpath(d) for d in include_dirs]
     inclusions, timing_header = _collect_local_includes(tu, display, user_dirs)
 
     expanded = _expansions(tu, display)
@@ -398,7 +502,7 @@ def _collect_local_includes(
     for cursor in tu.cursor.get_children():
         if cursor.kind != ci.CursorKind.INCLUSION_DIRECTIVE or cursor.location.file is None:
             continue
-        includer = os.path.realpath(_file_name(cursor.location.file))
+        includer = os.path.realpath(file_name(cursor.location.file))
         if includer not in display:
             continue
         quoted = any(_spelling(t).startswith('"') for t in cursor.get_tokens())
@@ -411,14 +515,14 @@ def _collect_local_includes(
             if quoted:
                 inclusions.append((includer, offset, _spelling(cursor), None))
             continue
-        key = os.path.realpath(_file_name(included))
+        key = os.path.realpath(file_name(included))
         if Path(key).parent == ANNOTUNE_INCLUDE_DIR:
             timing_header = timing_header or Path(key).name == TIMING_HEADER
             continue
         if key == SHIM_PATH or not (quoted or _inside(key, user_dirs)):
             continue
         if key not in display:
-            display[key] = os.path.normpath(_file_name(included))
+            display[key] = os.path.normpath(file_name(included))
         inclusions.append((includer, offset, _spelling(cursor), key))
     return inclusions, timing_header
 
@@ -451,7 +555,8 @@ def _string(kind: str, *args: object) -> str:
     return os.fsdecode(functions["bytes"](result) or b"")
 
 
-def _file_name(clang_file: ci.File) -> str:
+def file_name(clang_file: ci.File) -> str:
+    """The name of a file of a translation unit, `os.fsdecode`d (`_string`)."""
     return _string("file", clang_file)
 
 
@@ -473,7 +578,7 @@ def _expansions(tu: ci.TranslationUnit, display: dict[str, str]) -> dict[str, fr
     for cursor in tu.cursor.get_children():
         if cursor.kind != ci.CursorKind.MACRO_INSTANTIATION or cursor.location.file is None:
             continue
-        name = _file_name(cursor.location.file)
+        name = file_name(cursor.location.file)
         key = real.setdefault(name, os.path.realpath(name))
         if key in found:
             found[key].add(cursor.location.offset)
@@ -626,7 +731,7 @@ def _functions(tu: ci.TranslationUnit, display: dict[str, str]) -> list[Function
         location = cursor.location
         if location.file is None:
             continue
-        key = os.path.realpath(_file_name(location.file))
+        key = os.path.realpath(file_name(location.file))
         if key not in display:
             continue
         if cursor.kind in kinds and cursor.is_definition():

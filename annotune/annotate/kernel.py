@@ -33,6 +33,7 @@ from annotune.annotate.frontend import (
     ParsedSource,
     SourceFile,
     clang_args,
+    file_name,
 )
 from annotune.core.diagnostics import AnnotuneError, Location
 from annotune.space.expressions import (
@@ -686,8 +687,8 @@ def parse_cuda(
     `include_dirs` and `defines` must be those the front end parsed with.
     """
     return ci.Index.create().parse(
-        parsed.main.path,
-        args=clang_args("cuda", list(include_dirs), list(defines)),
+        os.fsencode(parsed.main.path),  # bytes: a name need not be UTF-8 (`k\xff.cu`)
+        args=[os.fsencode(a) for a in clang_args("cuda", list(include_dirs), list(defines))],
         unsaved_files=[(SHIM_PATH, CUDA_SHIM + _SIGNATURE_SHIM)],
         options=ci.TranslationUnit.PARSE_INCOMPLETE | _KEEP_GOING,
     )
@@ -702,7 +703,7 @@ def _kernel_cursors(tu: ci.TranslationUnit, parsed: ParsedSource) -> dict[str, l
         cursor = stack.pop()
         if cursor.location.file is None:
             continue
-        if os.path.realpath(cursor.location.file.name) not in user_files:
+        if os.path.realpath(file_name(cursor.location.file)) not in user_files:
             continue
         if cursor.kind in (ci.CursorKind.NAMESPACE, ci.CursorKind.LINKAGE_SPEC):
             stack.extend(cursor.get_children())
@@ -749,12 +750,12 @@ def _device_mangled_name(cursor: ci.Cursor) -> str:
 def _error_diagnostics(cursor: ci.Cursor) -> list[tuple[int, str]]:
     """Errors in the kernel's file (offset, text): a parameter of unknown type reads as int."""
     tu = cursor.translation_unit
-    file = os.path.realpath(cursor.location.file.name)
+    file = os.path.realpath(file_name(cursor.location.file))
     found = []
     for diagnostic in tu.diagnostics:
         location = diagnostic.location
         if diagnostic.severity < ci.Diagnostic.Error or location.file is None:
             continue
-        if os.path.realpath(location.file.name) == file:
+        if os.path.realpath(file_name(location.file)) == file:
             found.append((location.offset, diagnostic.spelling))
     return found

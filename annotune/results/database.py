@@ -696,7 +696,8 @@ def _create(path: Path) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         unique = f".{os.getpid()}.{secrets.token_hex(4)}.new"
-        temp = path.with_name(f".{bounded_name(path.name, NAME_MAX - 1 - len(unique))}{unique}")
+        room = NAME_MAX - 1 - len(unique) - len("-journal")  # SQLite's files beside it
+        temp = path.with_name(f".{bounded_name(path.name, room)}{unique}")
         try:
             conn = sqlite3.connect(temp, isolation_level=None)
             try:

@@ -192,3 +192,16 @@ def test_build_ships_a_tuned_constant_through_copies_and_never_as_a_macro(
     args = shlex.split(shadow.stdout)
     subprocess.run(["gcc", "-include", "out.h", *args, "-o", "k"], check=True)
     assert subprocess.run(["./k"], capture_output=True, text=True).stdout == "took 10 ms\n"
+
+
+def test_a_declaration_after_a_block_is_found(tmp_path):
+    """HeCBench atomicSystemWide: `if (...) { ... }` and then `unsigned int numThreads = 256;`:
+    the block before is no part of the declaration."""
+    source = project(
+        tmp_path,
+        "int main(int argc, char **argv) {\n  if (argc < 2) {\n    return 1;\n  }\n"
+        "  unsigned int numThreads = 256;\n  return (int)numThreads;\n}\n",
+        'numThreads = "pow2(32, 1024)"',
+    )
+    param = read_problem(source).param("numThreads")
+    assert (param.default, param.declaration, param.location.line) == (256, "variable", 5)

@@ -82,14 +82,12 @@ def test_a_closed_stdout_is_one_line_and_exit_1(tmp_path, source, json_flag):
     assert done.returncode == 1
     assert done.stderr.splitlines()[-1].startswith("annotune: error: cannot write to stdout: ")
     no_crash(tmp_path, done.stderr)
-
-
-def test_both_streams_broken_is_exit_1_and_silent(tmp_path, source):
-    done = annotune(tmp_path, "scan", source, "--json", shell_tail=f">{FULL} 2>&-")
+    # stderr closed or full too: nothing to say it on, and nothing raised while not saying it
+    done = annotune(tmp_path, "scan", source, *json_flag, shell_tail=f">{FULL} 2>&-")
     assert done.returncode == 1
     no_crash(tmp_path, None)
-    with write_to_full() as full:  # stderr full too: nothing to say it on, nothing raised
-        done = annotune(tmp_path, "scan", source, stdout=full, stderr=full)
+    with write_to_full() as full:
+        done = annotune(tmp_path, "scan", source, *json_flag, stdout=full, stderr=full)
     assert done.returncode == 1
     no_crash(tmp_path, None)
 
@@ -111,10 +109,12 @@ def test_a_pipe_whose_reader_is_gone_is_exit_1(tmp_path, source):
     no_crash(tmp_path, stderr)
 
 
-def test_an_error_that_cannot_be_said_is_still_its_exit_code(tmp_path):
+def test_bad_input_that_cannot_be_said_is_still_exit_2(tmp_path, source):
     with write_to_full() as full:
-        done = annotune(tmp_path, "scan", tmp_path / "missing.c", stderr=full)
-    assert done.returncode in (1, 2)
+        missing = annotune(tmp_path, "scan", tmp_path / "missing.c", stderr=full)
+        bad_option = annotune(tmp_path, "tune", source, "--seed", "-1", stderr=full)
+    assert missing.returncode == 2
+    assert bad_option.returncode == 2
     no_crash(tmp_path, None)
 
 
