@@ -71,6 +71,11 @@ def read_problem_and_source(
         raise AnnotuneError(
             "no tunable parameters found (mark a #define with '// @tune DOMAIN')",
             Location(str(source), 1, 1),
+            hint="for code you must not edit, declare its knobs (a macro, a constant or a "
+            "variable of the source) in an annotune.toml beside it: [[file]] path = "
+            f'"{source.name}" and [file.params] NAME = "DOMAIN"'
+            if config is None
+            else f"the config {config.config_file} declares no parameter for {source.name}",
         )
     # Kernel mode parses the main file once more, for the kernels' signatures and the device
     # code NVRTC may compile; a source without kernels pays for neither.

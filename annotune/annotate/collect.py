@@ -637,6 +637,7 @@ def _add_config(collector: _Collector, config: FileConfig) -> None:
                 domain=spec.domain.text,
                 value_span=span,
                 declaration=constant.kind if constant is not None else "",
+                more_spans=constant.more_spans if constant is not None else (),
             )
         )
     for expr, location in config.constraints:
@@ -655,6 +656,7 @@ class _Fixed:
     value_location: Location
     name_location: Location
     function_like: bool = False
+    more_spans: tuple[TextSpan, ...] = ()  # other declarations with the same initial value
 
 
 def _config_default(
@@ -756,14 +758,24 @@ def _constant(collector: _Collector, spec: ConfigParam) -> _Fixed | None:
                         source.location(token.start),
                     )
                 )
-    if len(found) > 1:
-        places = ", ".join(f"{f.name_location.file}:{f.name_location.line}" for f in found)
-        raise AnnotuneError(
-            f"'{spec.name}' is declared {len(found)} times ({places}): annotune cannot tell "
-            "which one is the knob",
-            spec.location,
-        )
-    return found[0] if found else None
+    if len(found) <= 1:
+        return found[0] if found else None
+    values = [_compiler_value(collector, f.value_tokens) for f in found]
+    if None not in values and len(set(values)) == 1:  # one knob written in several places
+        first = found[0]
+        return dataclasses.replace(first, more_spans=tuple(f.span for f in found[1:]))
+    places = ", ".join(
+        f"{f.name_location.file}:{f.name_location.line} = {_text(f.value_tokens)}" for f in found
+    )
+    raise AnnotuneError(
+        f"'{spec.name}' is declared {len(found)} times with different initial values "
+        f"({places}): annotune cannot tell which one is the knob",
+        spec.location,
+    )
+
+
+def _text(tokens: tuple[Token, ...]) -> str:
+    return " ".join(t.text for t in tokens)
 
 
 def _initializer(tokens: list[Token], index: int) -> tuple[Token, ...] | None:

@@ -4,7 +4,10 @@ libclang parses the file (CUDA as CUDA, C as C, C++ as C++: by its extension, or
 configured compile command compiles it) with `-nostdinc` and a small shim for the CUDA
 keywords, so that no CUDA toolkit or system header is needed; missing system headers are
 expected and ignored. The macros the compiler predefines that decide CUDA code's `#if`
-branches (`compiler_macros`) are defined for it. From the translation unit we take:
+branches (`compiler_macros`) are defined for it. It parses in a forked child process under an
+address-space and a CPU-time limit (`PARSE_MEMORY`, `PARSE_SECONDS`), so that a source whose
+macros expand exponentially is a located error, not annotune killed for memory; file names
+pass through it as bytes (`os.fsencode`), UTF-8 or not. From the translation unit we take:
 
 - the raw tokens (comments included) of the main file and of every local header it includes
   with `#include "..."` (or with `<...>` from a configured include directory), through clang's
@@ -357,13 +360,20 @@ def _bounded(parse: Callable[[], ParsedSource], where: Location) -> ParsedSource
     if signalled:
         why = f"took more than {PARSE_SECONDS} s of CPU time"
     else:
-        why = f"ran out of memory (its limit: {PARSE_MEMORY / (1 << 30):g} GiB more) or crashed"
+        why = f"ran out of memory (its limit: {_gib(PARSE_MEMORY)} GiB more) or crashed"
     raise AnnotuneError(
-        f"libclang {why} parsing this file, and was stopped",
-        where,
-        hint="a macro whose expansion doubles at each level (#define L1 L0 L0, L2 L1 L1, ...) "
-        "expands exponentially: no compiler can preprocess it",
+        f"libclang {why} parsing this file, and was stopped", where, hint=_BOMB_HINT
     )
+
+
+_BOMB_HINT = (
+    "a macro whose expansion doubles at each level (#define L1 L0 L0, L2 L1 L1, ...) expands "
+    "exponentially: no compiler can preprocess it"
+)
+
+
+def _gib(size: int) -> str:
+    return f"{size / (1 << 30):g}"
 
 
 def _child(parse: Callable[[], ParsedSource], write_end: int) -> NoReturn:
@@ -410,9 +420,12 @@ def _parse(
         tu = index.parse(
             os.fsencode(name), args=arguments, unsaved_files=unsaved, options=_PARSE_OPTIONS
         )
-    except ci.TranslationUnitLoadError:
+    except ci.TranslationUnitLoadError:  # libclang's own answer to running out of memory
         raise AnnotuneError(
-            "libclang could not parse this file", Location(str(path), 1, 1)
+            "libclang could not parse this file (it fails so when it runs out of memory: "
+            f"its limit is {_gib(PARSE_MEMORY)} GiB more than annotune holds)",
+            Location(str(path), 1, 1),
+            hint=_BOMB_HINT,
         ) from None
 
     display = {os.path.realpath(str(path)): str(path)}

@@ -120,8 +120,8 @@ def plan_lift(source: Path, *, config_path: Path | None = None) -> LiftPlan:
     lifted: list[Lifted] = []
     pragmas: dict[tuple[str, int], list[TunableParam]] = {}
     for param in problem.params:
-        if param.guarded or param.value_span is None:
-            continue
+        if param.guarded or param.value_span is None or param.declaration:
+            continue  # a C declaration is no directive: `build --shadow-dir` sets it
         file = parsed.file(param.value_span.file)
         directive = _directive_at(file, param.value_span.start)
         if param.origin == "literal":

@@ -70,6 +70,9 @@ class TunableParam:
     # The C declaration whose initializer sets it, rewritten in a copy: "constant" (const,
     # constexpr, an enumerator) or "variable"; "" for a macro or a pragma literal.
     declaration: str = ""
+    # Where else the same default is written: the other declarations of one C name with the
+    # same initial value (a local `int threads = 256;` in each of two functions), set together.
+    more_spans: tuple[TextSpan, ...] = ()
 
     def to_json(self) -> dict:
         return {

@@ -76,8 +76,8 @@ def variant_source(
         if not needs_copy(param):
             defines.append(f"-D{param.name}={value}")
         else:
-            span = param.value_span
-            edits.setdefault(span.file, []).append((span.start, span.end, value.encode()))
+            for span in (param.value_span, *param.more_spans):
+                edits.setdefault(span.file, []).append((span.start, span.end, value.encode()))
     files: dict[str, bytes] = {}
     for file, data in originals.items():
         for start, end, text in sorted(edits.get(file, []), reverse=True):

@@ -248,7 +248,10 @@ def tuned_macros(params: Sequence[TunableParam], values: Mapping[str, Number]) -
     """The macros of a configuration: every parameter but a pragma literal, which is no macro,
     and a config parameter that the user's files neither define nor use, which the program
     cannot read (one set only through the environment gets no `-D` at all)."""
-    unread = [p.origin == "config" and p.value_span is None and not p.uses for p in params]
+    unread = [
+        (p.origin == "config" and p.value_span is None and not p.uses) or bool(p.declaration)
+        for p in params
+    ]  # a C declaration is no macro either: its copy's text is what the compiler reads
     return [
         Tuned(p.name, values[p.name], p.location)
         for p, skip in zip(params, unread, strict=True)

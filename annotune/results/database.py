@@ -24,11 +24,15 @@ Several tunes of one study share the work through *claims*: a tune claims a conf
 before measuring it, and the others wait for its measurement instead of taking their own. A
 claim lapses when its owner's process is gone (on this host) or its lifetime has passed.
 
-Hostile files: a file that is not a whole annotune database (not SQLite, empty, cut short, a
-newer schema, another program's tables) is refused before SQLite writes a byte to it, with the
-path and what to do; so are directories, FIFOs and devices, which SQLite would hang on or
-write beside. Commands that only read (`existing`) never create a file and open one they may
-not write read-only.
+Hostile files: a file that is not a whole annotune database (not SQLite, cut short, a newer
+schema, another program's tables) is refused before SQLite writes a byte to it, with the path
+and what to do; so are directories, FIFOs and devices, which SQLite would hang on or write
+beside. An empty file is a new database (`touch results.db`), filled in place by a tune. Every
+row read is checked (`_row`): one that holds garbage (text where a number belongs, a NULL, a
+configuration of another space) is an error naming the file, the table and the row, and a
+tune reads them all (`_check_rows`) before it writes anything. Commands that only read
+(`existing`) never create a file, take an empty one for none, and open one they may not write
+read-only.
 
 Times are in milliseconds, the unit of Kernel Tuner caches and T4 files; energies (measured
 only when a tune's objective needs them) in joules per run, stored beside the time.
@@ -448,6 +452,7 @@ class Database:
         where a number belongs, a NULL, a configuration of another space) is an error naming
         it now, before anything is written to the file, rather than half way through a tune."""
         studies = {study.id: study for study in self.studies()}
+        names = {study.id: _space_names(study.key.space) for study in studies.values()}
         # Fetched whole: a statement left open by the error would keep the file's WAL behind.
         rows = self._conn.execute(f"SELECT study_id, {self._columns} FROM measurements").fetchall()
         for study_id, *row in rows:
@@ -455,7 +460,7 @@ class Database:
             if study is None:
                 with _row(self.path, "measurements", row[0]):
                     raise ValueError(f"its study {_shown(study_id)} is not in table 'studies'")
-            _measurement(self.path, tuple(row), study)
+            _measurement(self.path, tuple(row), study, names[study_id])
         for key, *holder in self._conn.execute(
             "SELECT config_key, token, host, pid, pid_started, expires FROM claims"
         ).fetchall():
@@ -730,11 +735,7 @@ def _empty(path: Path) -> bool:
         info = os.stat(path)
     except (OSError, ValueError):
         return False
-    return (
-        stat.S_ISREG(info.st_mode)
-        and info.st_size == 0
-        and not os.path.lexists(f"{path}-wal")
-    )
+    return stat.S_ISREG(info.st_mode) and info.st_size == 0 and not os.path.lexists(f"{path}-wal")
 
 
 def _fill(path: Path) -> None:
@@ -974,8 +975,9 @@ def _finite(value: object, what: str) -> float:
 
 def _space_names(space: object) -> set[str] | None:
     """The names of a study's parameters, as its key's space stores them (None or none: it
-    lists none, as no study of a source does, so there is nothing to check a row against). Their values are checked to
-    be numbers; a measurement's value outside them is not refused (a domain narrowed by hand)."""
+    lists none, as no study of a source does, so there is nothing to check a row against).
+    Their values are checked to be numbers; a measurement's value outside them is not
+    refused (a domain narrowed by hand)."""
     if not isinstance(space, dict):
         raise ValueError(f"'space_json' holds {_shown(space)}, not a space")
     if "params" not in space:
@@ -1031,14 +1033,16 @@ def _check_claim(holder: tuple) -> None:
     _finite(expires, "expires")
 
 
-def _measurement(path: Path, row: tuple, study: Study) -> Measurement:
+def _measurement(
+    path: Path, row: tuple, study: Study, names: set[str] | None = None
+) -> Measurement:
     """A measurement as stored, every column checked, its configuration one of `study`'s
     space: a foreign or damaged row is an error naming the database, never a traceback."""
     row_id, *columns = row
     with _row(path, "measurements", row_id):
         params, status, time, times, error, compile_info, created, energy, energies = columns
         params = _json(params, dict, "params_json")
-        space = _space_names(study.key.space)
+        space = names if names is not None else _space_names(study.key.space)
         if space and set(params) != space:
             raise ValueError(
                 f"its configuration {_shown(params)} names other parameters than its study's "

@@ -205,3 +205,20 @@ def test_a_declaration_after_a_block_is_found(tmp_path):
     )
     param = read_problem(source).param("numThreads")
     assert (param.default, param.declaration, param.location.line) == (256, "variable", 5)
+
+
+def test_one_name_declared_with_one_value_in_two_places_is_one_knob_set_in_both(tmp_path):
+    """HeCBench attention-paged: `const int threads = 256;` in main.cu and `int threads = 256;`
+    in a header's function, both the block of their kernels: one knob, both rewritten."""
+    (tmp_path / "fill.h").write_text("static int fill() { int threads = 256; return threads; }\n")
+    source = project(
+        tmp_path,
+        '#include "fill.h"\nint main() { const int threads = 256; return threads + fill(); }\n',
+        'threads = "pow2(64, 1024)"',
+    )
+    problem = read_problem(source)
+    param = problem.param("threads")
+    assert param.default == 256 and len(param.more_spans) == 1
+    variant = variant_source(problem, {"threads": 64})
+    assert b"const int threads = 64;" in variant.files["k.cpp"]
+    assert b"int threads = 64;" in variant.files["fill.h"]

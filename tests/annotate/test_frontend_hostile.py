@@ -95,3 +95,27 @@ def test_a_source_named_like_an_option_is_parsed(tmp_path, monkeypatch):
     problem, parsed = read_problem_and_source(Path("-x.c"))
     assert [p.name for p in problem.params] == ["A"]
     assert parsed.main.path == "-x.c"
+
+
+def test_libclang_parses_in_a_child_whose_bug_is_reported_with_its_traceback(
+    tmp_path, monkeypatch
+):
+    """The parse runs in a forked child (a parser bomb ends it, not annotune): the child's
+    located errors come back as they were, and a bug in it as its traceback, not a silent
+    death; the parent's own state is untouched by the child."""
+    from annotune.annotate import frontend
+
+    source = tmp_path / "k.c"
+    source.write_text('#include "gone.h"\nint f(void) { return 1; }\n')
+    parsed = parse_source(source)
+    assert [f.name for f in parsed.functions] == ["f"]
+    assert parsed.missing_local_includes[0][0].line == 1
+    parents = os.getpid()
+
+    def broken(tu, display):
+        assert os.getpid() != parents  # runs in the child
+        raise ValueError("a bug in the front end")
+
+    monkeypatch.setattr(frontend, "_functions", broken)
+    with pytest.raises(RuntimeError, match=r"(?s)the parser failed:.*ValueError: a bug in the"):
+        parse_source(source)

@@ -9,11 +9,14 @@ cache (where a crash log would go) in the test's directory.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
 import subprocess
 import sys
+import threading
+from importlib import import_module
 from pathlib import Path
 
 import pytest
@@ -156,9 +159,7 @@ def test_a_tune_whose_stderr_is_full_stops_as_on_ctrl_c_and_keeps_its_work(tmp_p
 
 
 def tiny_recording(path: Path, time) -> Path:
-    cache = {
-        f"{x},{y}": {"X": x, "Y": y, "time": time(x, y)} for x in range(6) for y in range(6)
-    }
+    cache = {f"{x},{y}": {"X": x, "Y": y, "time": time(x, y)} for x in range(6) for y in range(6)}
     path.write_text(json.dumps({"tune_params_keys": ["X", "Y"], "cache": cache}))
     return path
 
@@ -184,3 +185,30 @@ def test_bench_on_a_recording_without_one_time_names_the_file(cli, tmp_path, tim
     assert result.exit_code == 2
     assert f"{bad}: none of its 36 configurations has a valid time" in result.stderr
     assert result.stdout == ""
+
+
+class _Full:
+    """A stream whose every write fails as /dev/full's does."""
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def flush(self) -> None:
+        pass
+
+
+def test_a_failed_write_in_another_thread_is_kept_for_the_exit_code(monkeypatch, capsys):
+    app = import_module("annotune.cli.app")  # `annotune.cli.app` is also the Typer object
+    monkeypatch.setattr(app, "_output_failures", [])
+    stream = app.GuardedStream(_Full(), "stdout")
+    writer = threading.Thread(target=stream.write, args=("a live display's refresh\n",))
+    writer.start()
+    writer.join()  # nothing raised there: the main thread is not stopped from another
+    assert stream.broken and stream.write("dropped\n") == len("dropped\n")
+    assert app.finish_output(0) == 1
+    assert capsys.readouterr().err == (
+        "annotune: error: cannot write to stdout: No space left on device\n"
+    )
+    with pytest.raises(app.OutputFailed):  # in the main thread, the first failure stops it
+        app.GuardedStream(_Full(), "stderr").write("x")
+    assert app.finish_output(2) == 2  # bad input stays bad input

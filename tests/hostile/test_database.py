@@ -130,7 +130,10 @@ FOREIGN_ROWS: dict[str, tuple[tuple[str, ...], str, tuple[str, ...]]] = {
         tuple(COMMANDS),
     ),
     "NULL time of an ok row": (
-        ("PRAGMA ignore_check_constraints = ON", "UPDATE measurements SET time = NULL WHERE id = 2"),
+        (
+            "PRAGMA ignore_check_constraints = ON",
+            "UPDATE measurements SET time = NULL WHERE id = 2",
+        ),
         "row 2 of table 'measurements'",
         tuple(COMMANDS),
     ),
@@ -187,9 +190,7 @@ def _foreign_cases():
 
 
 @pytest.mark.parametrize(("damage", "command"), list(_foreign_cases()))
-def test_a_foreign_row_is_refused_by_name_and_left_as_it_was(
-    cli, source, good_db, damage, command
-):
+def test_a_foreign_row_is_refused_by_name_and_left_as_it_was(cli, source, good_db, damage, command):
     path = source.parent / ".annotune" / "results.db"
     path.parent.mkdir()
     statements, message, _ = FOREIGN_ROWS[damage]

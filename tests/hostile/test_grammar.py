@@ -178,6 +178,16 @@ BAD = [
         "unknown parameter 'BZ'",
         name="continued-line",
     ),
+    bad(
+        TWO + "#pragma annotune constraint /* é */ BX > 1 && /* b */ \\\n    BZ < 4\n",
+        5,
+        "BZ",
+        "unknown parameter 'BZ'",
+        name="comments-and-continued-line",
+    ),
+    # -- #pragma annotune args --
+    bad(TWO + '#pragma annotune args 4 "abc\n', 4, '"', "unterminated string", name="args-quote"),
+    bad(TWO + "#pragma annotune args -n 'x\n", 4, "'", "unterminated character", name="args-1q"),
 ]
 
 
@@ -199,6 +209,11 @@ GOOD = [
     ),
     good(constraint("BY != 1 && BX / (BY - 1) > 16"), "9 configurations, 3 legal", "guarded-div"),
     good(constraint("BX * BY <= 64"), "9 configurations, 6 legal", "plain"),
+    good(
+        constraint("BX /* wide */ * BY <= 64 \\\n  && /* not too */ BY < 4 // tall"),
+        "9 configurations, 5 legal",
+        "comments-and-continuation",
+    ),
     good(define("values(0x10, 010, 32u, 1.5f)", "0x10"), "4 configurations, 4 legal", "literals"),
     good(define("values(-4, -2, 0)", "-2"), "3 configurations, 3 legal", "negative"),
     good(define(f"pow2(1, {INT64_MAX})"), "63 configurations, 63 legal", "pow2-int64"),
@@ -241,6 +256,17 @@ def test_fine_input_scans(cli, tmp_path, text, summary, suffix):
     result = cli("scan", source)
     assert result.exit_code == 0, result.stdout + result.stderr
     assert summary in " ".join(result.stdout.split())
+
+
+def test_a_space_no_configuration_of_which_is_legal_is_not_tuned(cli, tmp_path, monkeypatch):
+    """`tune` stops at the constraint, as scan does, before anything is compiled."""
+    source = tmp_path / "kernel.c"
+    source.write_text(constraint("1 / (BX - BX)") + "int main(void) { return 0; }\n")
+    monkeypatch.chdir(tmp_path)
+    result = cli("tune", source, "--budget", "2", "--repeats", "1", "--max-repeats", "1")
+    assert result.exit_code == 2, result.stdout + result.stderr
+    assert f"{source}:4:29: error: this constraint leaves no legal configuration" in result.stderr
+    assert not (tmp_path / ".annotune").exists()  # nothing compiled, no study opened
 
 
 def test_c_literals_mean_what_c_says(cli, tmp_path):

@@ -9,8 +9,11 @@ one that would hang fails its case after `HANG_SECONDS` instead of stalling the 
 from __future__ import annotations
 
 import gzip
+import json
 import os
+import shutil
 import socket
+import sqlite3
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from annotune.annotate import frontend
 from annotune.core import inputs
 from annotune.core.inputs import InputKind
 
@@ -122,6 +126,25 @@ def other_owner(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 def results_limit(monkeypatch: pytest.MonkeyPatch, data: bytes) -> list[str]:
     monkeypatch.setattr(inputs, "RESULTS", InputKind("results file", 1 << 20))
     return ["explain", write("bomb.json.gz", data)]
+
+
+def bomb(monkeypatch: pytest.MonkeyPatch, memory: int, seconds: int) -> list[str]:
+    """A source whose one macro use expands to 2**40 tokens, parsed under small limits (so that
+    the test itself can never take the machine's memory)."""
+    monkeypatch.setattr(frontend, "PARSE_MEMORY", memory)
+    monkeypatch.setattr(frontend, "PARSE_SECONDS", seconds)
+    levels = "".join(f"#define L{i} L{i - 1} L{i - 1}\n" for i in range(1, 41))
+    return scan(write("k.c", "#define L0 x\n" + levels + OK + "int f(void) { L40; }\n"))
+
+
+NOT_UTF8 = os.fsdecode(b"k\xff.c")  # a name Linux allows: its bytes are not UTF-8
+
+
+def including_bytes(make: Callable[[str], object], body: bytes) -> list[str]:
+    """Scan a source that includes `h\xfe.h` (a name whose bytes are not UTF-8), made by
+    `make` first."""
+    make(os.fsdecode(b"h\xfe.h"))
+    return scan(write("k.c", b'#include "h\xfe.h"\n' + body))
 
 
 def config_then_source(make: Callable[[], object]) -> list[str]:
@@ -299,6 +322,45 @@ CASES = [
     Case("name-dash", lambda t, m: scan("--", write("-x.c", OK)), 0, "values(1, 3)"),
     Case("name-spaces", lambda t, m: scan(write("my kernel.c", OK)), 0, "values(1, 3)"),
     Case("name-unicode", lambda t, m: scan(write("ядро 日本.c", OK)), 0, "values(1, 3)"),
+    Case("name-not-utf8", lambda t, m: scan(write(NOT_UTF8, OK)), 0, "k\\xff.c:1"),
+    Case(
+        "name-not-utf8-json",
+        lambda t, m: scan("--json", write(NOT_UTF8, OK)),
+        0,
+        '"file": "k\\\\xff.c"',
+    ),
+    Case(
+        "name-not-utf8-error",
+        lambda t, m: scan(write(NOT_UTF8, "#define A 3 // @tune values(1 2)\n")),
+        2,
+        "k\\xff.c:1:31: error: expected ',' or ')', found '2'",
+    ),
+    Case(
+        "header-name-not-utf8",
+        lambda t, m: including_bytes(lambda h: write(h, OK), b""),
+        0,
+        "h\\xfe.h:1",
+    ),
+    Case(
+        "header-name-not-utf8-missing",
+        lambda t, m: including_bytes(str, OK.encode()),
+        0,
+        "local header 'h\\xfe.h' not found",
+    ),
+    # --- parser bombs: libclang parses under a memory and a time limit ---------------------
+    Case(
+        "parser-bomb-memory",
+        lambda t, m: bomb(m, 256 << 20, 20),
+        2,
+        "k.c:1:1: error: libclang could not parse this file (it fails so when it runs out of "
+        "memory: its limit is 0.25 GiB",
+    ),
+    Case(
+        "parser-bomb-time",
+        lambda t, m: bomb(m, 2 << 30, 1),
+        2,
+        "k.c:1:1: error: libclang took more than 1 s of CPU time parsing this file",
+    ),
     # --- config contents -------------------------------------------------------------------
     Case(
         "config-invalid-utf8",
@@ -348,6 +410,12 @@ CASES = [
         lambda t, m: with_config('[[file]]\npath = "k.c"\nrepeats = inf\n'),
         2,
         "annotune.toml:3:11: error: 'repeats' must be a finite number",
+    ),
+    Case(
+        "config-repeats-zero",
+        lambda t, m: with_config('[[file]]\npath = "k.c"\nrepeats = 0\n'),
+        2,
+        "annotune.toml:3:11: error: 'repeats' must be at least 1",
     ),
     Case(
         "config-long-line",
@@ -437,3 +505,27 @@ def test_hostile_input(case, cli, tmp_path, monkeypatch):
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     assert result.exit_code == case.code, result.stderr[-2000:]
     assert case.expect in (result.stderr if case.code else result.stdout + result.stderr)
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
+def test_a_tune_of_a_source_whose_name_is_not_utf8(cli, tmp_path, monkeypatch):
+    """The name's odd bytes are escaped wherever it is shown or stored: the JSON report, the
+    header's name and comment, the database; the files themselves keep their bytes."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    write(os.fsdecode(b"h\xfe.h"), "#define A 3 // @tune values(1, 3)\n")
+    source = write(
+        os.fsdecode(b"t\xfd.c"),
+        b'#include "h\xfe.h"\n#include <stdio.h>\nint main(void) { printf("%d\\n", A); }\n',
+    )
+    args = ["tune", source, "--json", "--budget", "2", "--recheck", "0", "--repeats", "1"]
+    result = invoke(cli, [*args, "--max-repeats", "1", "--warmup", "0"])
+    assert result.exit_code == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["header"].endswith("t\\xfd.h")
+    header = next((tmp_path / "tuned").rglob("*.h"))
+    assert os.fsencode(header.name) == b"t\xfd.h"  # the file: the source's bytes
+    assert "Tuned parameters of t\\xfd.c for" in header.read_text(encoding="utf-8")
+    with sqlite3.connect(tmp_path / ".annotune" / "results.db") as conn:
+        assert conn.execute("SELECT source FROM studies").fetchall() == [("t\\xfd.c",)]
+    conn.close()
