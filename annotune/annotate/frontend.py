@@ -32,11 +32,12 @@ import re
 import resource
 import signal
 import stat
+import subprocess
+import sys
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NoReturn
 
 import clang.cindex as ci
 
@@ -320,31 +321,13 @@ PARSE_SECONDS = 300
 
 
 def _bounded(parse: Callable[[], ParsedSource], where: Location) -> ParsedSource:
-    """`parse()` in a child process (forked: it inherits libclang, loaded, and costs a few
-    milliseconds) with an address-space and a time limit, its result sent back pickled. A
-    parser bomb ends that child, not annotune: a located error. An AnnotuneError in the child
-    is raised here as it was; a bug, as a RuntimeError with the child's traceback."""
-    ci.conf.lib  # noqa: B018  (loaded once, here, rather than in every child)
-    read_end, write_end = os.pipe()
-    try:
-        pid = os.fork()
-    except OSError as error:
-        os.close(read_end)
-        os.close(write_end)
-        raise AnnotuneError(f"cannot start the parser: {error.strerror}", where) from None
-    if pid == 0:  # the child: never returns
-        os.close(read_end)
-        _child(parse, write_end)
-    os.close(write_end)
-    try:
-        with os.fdopen(read_end, "rb") as pipe:
-            payload = pipe.read()
-        _, status = os.waitpid(pid, 0)
-    except BaseException:  # Ctrl-C: the child goes too
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-        raise
+    """`parse()` in a child process with an address-space and a time limit, its result sent
+    back pickled. A parser bomb ends that child, not annotune: a located error. An
+    AnnotuneError in the child is raised here as it was; a bug, as a RuntimeError with the
+    child's traceback. The child is forked (it inherits libclang, loaded, and costs a few
+    milliseconds), unless gRPC is loaded (Ray's): its fork handlers abort a forked child, so
+    then a fresh interpreter is spawned (a few tenths of a second)."""
+    payload, status = _spawned(parse, where) if _fork_unsafe() else _forked(parse, where)
     try:
         kind, value = pickle.loads(payload)
     except Exception:  # nothing, or half of it: the child died
@@ -356,14 +339,97 @@ def _bounded(parse: Callable[[], ParsedSource], where: Location) -> ParsedSource
         raise AnnotuneError(message, location, hint=hint)
     if kind == "bug":
         raise RuntimeError(f"the parser failed:\n{value}")
-    signalled = os.WIFSIGNALED(value) and os.WTERMSIG(value) in (signal.SIGXCPU, signal.SIGALRM)
-    if signalled:
-        why = f"took more than {PARSE_SECONDS} s of CPU time"
-    else:
-        why = f"ran out of memory (its limit: {_gib(PARSE_MEMORY)} GiB more) or crashed"
-    raise AnnotuneError(
-        f"libclang {why} parsing this file, and was stopped", where, hint=_BOMB_HINT
-    )
+    if value in (signal.SIGXCPU, signal.SIGALRM):
+        raise AnnotuneError(
+            f"libclang took more than {PARSE_SECONDS} s of CPU time parsing this file, and was "
+            "stopped",
+            where,
+            hint=_BOMB_HINT,
+        )
+    raise AnnotuneError(_out_of_memory(), where, hint=_BOMB_HINT)
+
+
+def _fork_unsafe() -> bool:
+    return "grpc" in sys.modules or "grpc._cython" in sys.modules
+
+
+def _forked(parse: Callable[[], ParsedSource], where: Location) -> tuple[bytes, int]:
+    """The child's pickled outcome and the signal that ended it (0: none), forked."""
+    ci.conf.lib  # noqa: B018  (loaded once, here, rather than in every child)
+    read_end, write_end = os.pipe()
+    try:
+        pid = os.fork()
+    except OSError as error:
+        os.close(read_end)
+        os.close(write_end)
+        raise AnnotuneError(f"cannot start the parser: {error.strerror}", where) from None
+    if pid == 0:  # the child: never returns
+        os.close(read_end)
+        code = 70
+        try:
+            outcome = _outcome(parse)
+            with os.fdopen(write_end, "wb") as pipe:
+                pipe.write(outcome)
+            code = 0
+        finally:
+            os._exit(code)  # nothing of the parent's runs: no atexit handler, no flush twice
+    os.close(write_end)
+    try:
+        with os.fdopen(read_end, "rb") as pipe:
+            payload = pipe.read()
+        _, status = os.waitpid(pid, 0)
+    except BaseException:  # Ctrl-C: the child goes too
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        raise
+    return payload, os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0
+
+
+def _spawned(parse: Callable[[], ParsedSource], where: Location) -> tuple[bytes, int]:
+    """The same as `_forked`, in a fresh interpreter that reads `parse`, pickled, on its
+    standard input and writes the outcome on its standard output (`serve_parse`)."""
+    command = [sys.executable, "-c", "from annotune.annotate.frontend import serve_parse as s; s()"]
+    try:
+        done = subprocess.run(
+            command, input=pickle.dumps(parse), capture_output=True, check=False
+        )
+    except OSError as error:
+        raise AnnotuneError(f"cannot start the parser: {error.strerror}", where) from None
+    return done.stdout, -done.returncode if done.returncode < 0 else 0
+
+
+def serve_parse() -> None:
+    """A spawned parser's body (`_spawned`)."""
+    parse = pickle.loads(sys.stdin.buffer.read())
+    try:
+        outcome = _outcome(parse)
+    except BaseException:
+        os._exit(70)
+    sys.stdout.buffer.write(outcome)
+    sys.stdout.buffer.flush()
+
+
+def _outcome(parse: Callable[[], ParsedSource]) -> bytes:
+    """In the child: limit itself, parse, and the pickled outcome ("ok", "error" or "bug");
+    running out of memory raises (the child then dies with nothing sent)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C ends it at once
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    held = os.sysconf("SC_PAGE_SIZE") * int(Path("/proc/self/statm").read_text().split()[0])
+    resource.setrlimit(resource.RLIMIT_AS, (held + PARSE_MEMORY, held + PARSE_MEMORY))
+    resource.setrlimit(resource.RLIMIT_CPU, (PARSE_SECONDS, PARSE_SECONDS + 5))
+    signal.alarm(2 * PARSE_SECONDS)
+    quiet = os.open(os.devnull, os.O_WRONLY)  # libclang's "LLVM ERROR: out of memory"
+    os.dup2(quiet, 2)
+    try:
+        outcome: tuple = ("ok", parse())
+    except AnnotuneError as error:
+        outcome = ("error", (error.message, error.location, error.hint))
+    except MemoryError:
+        raise
+    except Exception:
+        outcome = ("bug", traceback.format_exc())
+    return pickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 _BOMB_HINT = (
@@ -372,37 +438,13 @@ _BOMB_HINT = (
 )
 
 
-def _gib(size: int) -> str:
-    return f"{size / (1 << 30):g}"
-
-
-def _child(parse: Callable[[], ParsedSource], write_end: int) -> NoReturn:
-    """The forked child: limit itself, parse, write the pickled outcome, exit without running
-    anything of the parent's (`os._exit`: no atexit handler, no buffer of its flushed twice)."""
-    code = 0
-    try:
-        signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C ends it at once
-        signal.signal(signal.SIGALRM, signal.SIG_DFL)
-        held = os.sysconf("SC_PAGE_SIZE") * int(Path("/proc/self/statm").read_text().split()[0])
-        resource.setrlimit(resource.RLIMIT_AS, (held + PARSE_MEMORY, held + PARSE_MEMORY))
-        resource.setrlimit(resource.RLIMIT_CPU, (PARSE_SECONDS, PARSE_SECONDS + 5))
-        signal.alarm(2 * PARSE_SECONDS)
-        quiet = os.open(os.devnull, os.O_WRONLY)  # libclang's "LLVM ERROR: out of memory"
-        os.dup2(quiet, 2)
-        try:
-            outcome: tuple = ("ok", parse())
-        except AnnotuneError as error:
-            outcome = ("error", (error.message, error.location, error.hint))
-        except MemoryError:
-            raise
-        except Exception:
-            outcome = ("bug", traceback.format_exc())
-        with os.fdopen(write_end, "wb") as pipe:
-            pipe.write(pickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL))
-    except BaseException:
-        code = 70
-    finally:
-        os._exit(code)
+def _out_of_memory() -> str:
+    """One message whether libclang gave up on its own or its process died: under the limit
+    it does either, by where the allocation that failed was."""
+    return (
+        f"libclang ran out of memory or failed parsing this file (its limit: "
+        f"{PARSE_MEMORY / (1 << 30):g} GiB more than annotune holds)"
+    )
 
 
 def _parse(
@@ -421,12 +463,7 @@ def _parse(
             os.fsencode(name), args=arguments, unsaved_files=unsaved, options=_PARSE_OPTIONS
         )
     except ci.TranslationUnitLoadError:  # libclang's own answer to running out of memory
-        raise AnnotuneError(
-            "libclang could not parse this file (it fails so when it runs out of memory: "
-            f"its limit is {_gib(PARSE_MEMORY)} GiB more than annotune holds)",
-            Location(str(path), 1, 1),
-            hint=_BOMB_HINT,
-        ) from None
+        raise AnnotuneError(_out_of_memory(), Location(str(path), 1, 1), hint=_BOMB_HINT) from None
 
     display = {os.path.realpath(str(path)): str(path)}
     user_dirs = [os.path.realpath(d) for d in include_dirs]

@@ -97,9 +97,7 @@ def test_a_source_named_like_an_option_is_parsed(tmp_path, monkeypatch):
     assert parsed.main.path == "-x.c"
 
 
-def test_libclang_parses_in_a_child_whose_bug_is_reported_with_its_traceback(
-    tmp_path, monkeypatch
-):
+def test_libclang_parses_in_a_child_whose_bug_is_reported_with_its_traceback(tmp_path, monkeypatch):
     """The parse runs in a forked child (a parser bomb ends it, not annotune): the child's
     located errors come back as they were, and a bug in it as its traceback, not a silent
     death; the parent's own state is untouched by the child."""
@@ -119,3 +117,22 @@ def test_libclang_parses_in_a_child_whose_bug_is_reported_with_its_traceback(
     monkeypatch.setattr(frontend, "_functions", broken)
     with pytest.raises(RuntimeError, match=r"(?s)the parser failed:.*ValueError: a bug in the"):
         parse_source(source)
+
+
+def test_where_a_fork_is_unsafe_a_fresh_interpreter_parses(tmp_path, monkeypatch):
+    """Under Ray, gRPC's fork handlers abort a forked child (every parse then failed as
+    "out of memory or crashed"): with gRPC loaded, the parser is a spawned interpreter, with
+    the same results and the same located errors."""
+    import sys
+    import types
+
+    monkeypatch.setitem(sys.modules, "grpc", types.ModuleType("grpc"))
+    source = tmp_path / "k.c"
+    source.write_text(
+        '#include "gone.h"\n#define A 3 // @tune values(1, 3)\nint f(void) { return A; }\n'
+    )
+    parsed = parse_source(source)
+    assert [f.name for f in parsed.functions] == ["f"]
+    assert parsed.missing_local_includes[0][0].line == 1
+    problem, _ = read_problem_and_source(source)
+    assert problem.param("A").default == 3

@@ -352,8 +352,8 @@ CASES = [
         "parser-bomb-memory",
         lambda t, m: bomb(m, 256 << 20, 20),
         2,
-        "k.c:1:1: error: libclang could not parse this file (it fails so when it runs out of "
-        "memory: its limit is 0.25 GiB",
+        "k.c:1:1: error: libclang ran out of memory or failed parsing this file (its limit: "
+        "0.25 GiB more",
     ),
     Case(
         "parser-bomb-time",
