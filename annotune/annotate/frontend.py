@@ -325,8 +325,8 @@ def _bounded(parse: Callable[[], ParsedSource], where: Location) -> ParsedSource
     back pickled. A parser bomb ends that child, not annotune: a located error. An
     AnnotuneError in the child is raised here as it was; a bug, as a RuntimeError with the
     child's traceback. The child is forked (it inherits libclang, loaded, and costs a few
-    milliseconds), unless gRPC is loaded (Ray's): its fork handlers abort a forked child, so
-    then a fresh interpreter is spawned (a few tenths of a second)."""
+    milliseconds) when that is safe (`_fork_unsafe`: under Ray, gRPC's fork handlers abort a
+    forked child), else a fresh interpreter is spawned (a few tenths of a second)."""
     payload, status = _spawned(parse, where) if _fork_unsafe() else _forked(parse, where)
     try:
         kind, value = pickle.loads(payload)
@@ -350,7 +350,11 @@ def _bounded(parse: Callable[[], ParsedSource], where: Location) -> ParsedSource
 
 
 def _fork_unsafe() -> bool:
-    return "grpc" in sys.modules or "grpc._cython" in sys.modules
+    """Whether gRPC may be running in this process, whose fork handlers abort a forked child:
+    Ray's, once it is initialized (the tune of several devices), or the `grpc` package's."""
+    ray = sys.modules.get("ray")
+    initialized = getattr(ray, "is_initialized", None)
+    return "grpc" in sys.modules or (callable(initialized) and bool(initialized()))
 
 
 def _forked(parse: Callable[[], ParsedSource], where: Location) -> tuple[bytes, int]:

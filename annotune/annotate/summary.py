@@ -14,7 +14,7 @@ import numpy as np
 from annotune.annotate import Problem, problem_space
 from annotune.annotate.frontend import ParsedSource
 from annotune.core.diagnostics import AnnotuneError, Location
-from annotune.core.records import Number
+from annotune.core.records import Number, value_text
 from annotune.space import Space
 
 # Spaces up to this many Cartesian configurations are counted exactly (a few seconds).
@@ -123,15 +123,8 @@ def environment_at(problem: Problem, params: Mapping[str, Number]) -> dict[str, 
     """The config's `[file.env]` with `params`' values written in for each `{NAME}`: what a
     run of this configuration is given, and what a job script must set to run it again."""
     return {
-        s.name: _PLACEHOLDER.sub(lambda m: _env_text(params[m.group(1)]), s.value)
+        s.name: _PLACEHOLDER.sub(lambda m: value_text(params[m.group(1)]), s.value)
         for s in problem.settings.env
     }
 
 
-def _env_text(value: Number) -> str:
-    """A value as an environment variable holds it: 4, not 4.0 (as the runner writes it)."""
-    if hasattr(value, "item"):  # a numpy scalar
-        value = value.item()
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    return str(value)

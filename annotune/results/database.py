@@ -708,10 +708,7 @@ def _create(path: Path) -> None:
             try:
                 conn.execute("PRAGMA journal_mode = WAL")
                 conn.execute("BEGIN IMMEDIATE")
-                for statement in _SCHEMA.split(";"):
-                    if statement.strip():
-                        conn.execute(statement)
-                _stamp(conn)
+                _create_tables(conn)
                 conn.execute("COMMIT")
             finally:
                 conn.close()
@@ -725,6 +722,14 @@ def _create(path: Path) -> None:
             f"{path}: cannot create the results database ({_reason(error)})",
             hint="pick a writable place with --db",
         ) from None
+
+
+def _create_tables(conn: sqlite3.Connection) -> None:
+    """annotune's tables and version, in the transaction `conn` holds."""
+    for statement in _SCHEMA.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+    _stamp(conn)
 
 
 def _empty(path: Path) -> bool:
@@ -748,10 +753,7 @@ def _fill(path: Path) -> None:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
             if version == 0 and tables == 0:
-                for statement in _SCHEMA.split(";"):
-                    if statement.strip():
-                        conn.execute(statement)
-                _stamp(conn)
+                _create_tables(conn)
             conn.execute("COMMIT")
         finally:
             conn.close()

@@ -37,7 +37,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from annotune.core.records import TRANSIENT_ERRNOS, BuildResult, Measurement, Number
+from annotune.core.records import (
+    TRANSIENT_ERRNOS,
+    BuildResult,
+    Measurement,
+    Number,
+    value_text,
+)
 from annotune.run.conditions import GpuMonitor, summarize
 from annotune.run.energy import EnergyError, EnergyMeter
 from annotune.run.sampling import Sampling
@@ -158,16 +164,7 @@ def env_placeholders(value: str) -> list[str]:
 
 
 def _substitute(value: str, params: Mapping[str, Number]) -> str:
-    return _PLACEHOLDER.sub(lambda m: _env_text(params[m.group(1)]), value)
-
-
-def _env_text(value: Number) -> str:
-    """A parameter's value as an environment variable holds it: 4, not 4.0."""
-    if hasattr(value, "item"):  # a numpy scalar
-        value = value.item()
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    return str(value)
+    return _PLACEHOLDER.sub(lambda m: value_text(params[m.group(1)]), value)
 
 
 @dataclass(frozen=True)

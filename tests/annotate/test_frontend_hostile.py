@@ -126,7 +126,11 @@ def test_where_a_fork_is_unsafe_a_fresh_interpreter_parses(tmp_path, monkeypatch
     import sys
     import types
 
+    from annotune.annotate import frontend
+
+    assert not frontend._fork_unsafe()
     monkeypatch.setitem(sys.modules, "grpc", types.ModuleType("grpc"))
+    assert frontend._fork_unsafe()
     source = tmp_path / "k.c"
     source.write_text(
         '#include "gone.h"\n#define A 3 // @tune values(1, 3)\nint f(void) { return A; }\n'

@@ -114,3 +114,27 @@ def test_the_cached_workspace_of_a_long_directory_name_is_a_name(tmp_path, monke
     assert components_fit(place) and place.name.startswith("ddd")
     place.mkdir(parents=True)  # the name is one the file system takes
     assert workspace(other / "k.c").directory != place  # the hash of the whole path
+
+
+def test_names_holding_rich_markup_are_printed_as_written(tmp_path):
+    """A file, device or command named with rich markup (`[red]k.c`; a file name holds no
+    `[/red]`), in a real terminal's colours: every message shows it as written."""
+    import os
+    import subprocess
+    import sys
+
+    source = tmp_path / "[red]k.c"
+    source.write_text("#define B 4 // @tune values(4, 8)\nint main(void) { return B; }\n")
+    env = {**os.environ, "FORCE_COLOR": "1", DEVICE_ENV: "[bold]dev[/bold]"}
+    runs = [
+        ["scan", str(source)],
+        ["build", str(source), "-o", str(tmp_path / "out.h")],
+        ["scan", str(tmp_path / "[red]gone.c")],
+        ["[red]nothing[/red]"],
+    ]
+    for args in runs:
+        done = subprocess.run(
+            [sys.executable, "-m", "annotune", *args], capture_output=True, text=True, env=env
+        )
+        shown = done.stdout + done.stderr
+        assert "[red]" in shown or "[bold]" in shown, (args, shown)
