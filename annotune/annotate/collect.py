@@ -687,11 +687,12 @@ def _config_default(
     if value is None:
         text = " ".join(t.text for t in fixed.value_tokens) or "nothing"
         raise AnnotuneError(
-            f"'{spec.name}' is a {what} set to '{text}' at {at}, which annotune cannot read as a "
+            f"'{spec.name}' is {_article(what)} {what} set to '{text}' at {at}, which annotune "
+            "cannot read as a "
             "number: the default the compiler uses is unknown, so no baseline can be measured",
             spec.default_location or spec.location,
-            hint=f"a knob that is a {what} needs a number (or an expression of numbers and "
-            "macros) as its value",
+            hint=f"a knob that is {_article(what)} {what} needs a number (or an expression of "
+            "numbers and macros) as its value",
         )
     if spec.default is not None and spec.default != value:
         raise AnnotuneError(
@@ -772,6 +773,10 @@ def _constant(collector: _Collector, spec: ConfigParam) -> _Fixed | None:
         f"({places}): annotune cannot tell which one is the knob",
         spec.location,
     )
+
+
+def _article(noun: str) -> str:
+    return "an" if noun[0] in "aeiou" else "a"
 
 
 def _text(tokens: tuple[Token, ...]) -> str:
