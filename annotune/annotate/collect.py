@@ -617,9 +617,10 @@ def _add_config(collector: _Collector, config: FileConfig) -> None:
         else:
             fixed = None
         default = _config_default(collector, spec, define, fixed)
-        _check_default(spec.name, spec.domain, default, spec.default_location or spec.location)
-        if fixed is None and define is None and not _mentioned(collector, spec.name):
-            _not_found(collector, spec, config)
+        if fixed is None:  # a fixed definition's value was checked against the domain there
+            _check_default(spec.name, spec.domain, default, spec.default_location or spec.location)
+            if define is None and not _mentioned(collector, spec.name):
+                _not_found(collector, spec, config)
         if fixed is not None:
             guarded, location, span = False, fixed.name_location, fixed.span
         elif define is not None:

@@ -74,6 +74,12 @@ class TunableParam:
     # same initial value (a local `int threads = 256;` in each of two functions), set together.
     more_spans: tuple[TextSpan, ...] = ()
 
+    @property
+    def unread(self) -> bool:
+        """A config parameter that the user's files neither define nor use: no `-D` or copy
+        reaches the program through it (only its environment may, `[file.env]`)."""
+        return self.origin == "config" and self.value_span is None and not self.uses
+
     def to_json(self) -> dict:
         return {
             "name": self.name,

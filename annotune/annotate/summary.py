@@ -115,7 +115,7 @@ def env_only_params(problem: Problem) -> frozenset[str]:
     return frozenset(
         p.name
         for p in problem.params
-        if p.name in named and p.origin == "config" and p.value_span is None and not p.uses
+        if p.name in named and p.unread
     )
 
 

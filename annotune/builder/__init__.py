@@ -260,14 +260,11 @@ class Builder:
             listing = Path(scratch) / _DEPENDENCY_FILE
             default = {p.name: p.default for p in self.problem.params}
             variant = variant_source(self.problem, default, self._originals)
-            includes = [
-                str(ANNOTUNE_INCLUDE_DIR),
-                original_include_dir(variant),
-                *self.problem.include_dirs,
-            ]
             source = variant.root / variant.main
             argv = command.expand(
-                self.compiler.render(source, listing, list(variant.defines), includes)
+                self.compiler.render(
+                    source, listing, list(variant.defines), self._includes(variant)
+                )
             )
             main = argument_path(source)
             units = [u for u in source_inputs(argv) if u != main]
@@ -280,6 +277,15 @@ class Builder:
         for path in sorted(dict.fromkeys(os.path.abspath(f) for f in files)):
             h.update(os.fsencode(f"{path}\0{digests(path)}\n"))
         return h.hexdigest()
+
+    def _includes(self, variant: VariantSource) -> list[str]:
+        """The include directories annotune gives a variant's compile: its timing header's,
+        the source's own, and the config's `include` (what libclang read too)."""
+        return [
+            str(ANNOTUNE_INCLUDE_DIR),
+            original_include_dir(variant),
+            *self.problem.include_dirs,
+        ]
 
     def build(self, configs: list[dict[str, Number]]) -> list[BuildResult]:
         """Build every configuration (in parallel); one result per config, in order."""
@@ -329,12 +335,7 @@ class Builder:
             return cached
         scratch = _scratch(final, key)
         try:
-            includes = [
-                str(ANNOTUNE_INCLUDE_DIR),
-                original_include_dir(variant),
-                *self.problem.include_dirs,  # the config's `include`: what libclang read too
-            ]
-            job = _Job(variant, scratch, materialize(variant, scratch), includes)
+            job = _Job(variant, scratch, materialize(variant, scratch), self._includes(variant))
             result = self._compile(job, batch)
             program = ""
             if result.ok and self.verifies_values:
@@ -438,12 +439,7 @@ class Builder:
         }
         checks = value_checks(tuned_macros(self.problem.params, variant.params))
         sliced[variant.main] += checks.encode()
-        includes = [
-            str(ANNOTUNE_INCLUDE_DIR),
-            original_include_dir(variant),
-            *self.problem.include_dirs,
-            *nvrtc.toolkit,
-        ]
+        includes = [*self._includes(variant), *nvrtc.toolkit]
         key = self._nvrtc_key(variant, sliced, includes)
         final = self.cache_dir / key[:2] / key
         built = _load(final, variant.params, batch.digests)

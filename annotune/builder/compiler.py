@@ -13,7 +13,7 @@ import shlex
 import shutil
 import subprocess
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -102,6 +102,12 @@ class CompilerCommand:
         except ValueError as error:
             raise AnnotuneError(f"cannot split the compile command: {error}") from None
         return cls(_with_defaults(argv))
+
+    @classmethod
+    def from_config(cls, argv: Sequence[str]) -> CompilerCommand:
+        """A config's `compile` as `RunSettings` holds it: one item is a preset name or a
+        whole template, as on the command line; more are the argv."""
+        return cls.parse(argv[0] if len(argv) == 1 else shlex.join(argv))
 
     def render(
         self, source: Path, output: Path, defines: list[str], includes: list[str]

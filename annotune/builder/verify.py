@@ -245,17 +245,15 @@ def macro_number(text: str) -> Number | None:
 
 
 def tuned_macros(params: Sequence[TunableParam], values: Mapping[str, Number]) -> list[Tuned]:
-    """The macros of a configuration: every parameter but a pragma literal, which is no macro,
-    and a config parameter that the user's files neither define nor use, which the program
-    cannot read (one set only through the environment gets no `-D` at all)."""
-    unread = [
-        (p.origin == "config" and p.value_span is None and not p.uses) or bool(p.declaration)
-        for p in params
-    ]  # a C declaration is no macro either: its copy's text is what the compiler reads
+    """The macros of a configuration: every parameter but a pragma literal or a C declaration,
+    neither of which is a macro, and an `unread` config parameter, which the program cannot
+    read (one set only through the environment gets no `-D` at all)."""
     return [
         Tuned(p.name, values[p.name], p.location)
-        for p, skip in zip(params, unread, strict=True)
-        if p.origin != "literal" and not skip
+        for p in params
+        if p.origin != "literal"
+        and not p.unread
+        and not p.declaration
     ]
 
 
@@ -274,14 +272,8 @@ def check_header(
     executable = command.argv[0]
     if not checks_values(executable) or shutil.which(executable) is None:
         return None
-    tuned = [
-        Tuned(p.name, value, p.location)
-        for p in problem.params
-        if p.origin != "literal"
-        and not p.declaration  # a C declaration: the header holds it in `#if 0`
-        and (value := values.get(p.name)) is not None
-        and (p.value_span is not None or p.uses or p.origin != "config")
-    ]
+    numbers = {name: value for name, value in values.items() if value is not None}
+    tuned = tuned_macros([p for p in problem.params if p.name in numbers], numbers)
     if not tuned:
         return CompileResult(True, 0.0)
     dump = workdir / "macros.txt"

@@ -371,12 +371,12 @@ def _check_compiled(problem: Problem, text: str, out: Path) -> None:
     if read_size_table(text, str(out)) is not None:
         return  # which size's values the compiler takes is its -D's: each was checked above
     values = {name: macro_number(value) for name, (value, _) in header_values(text).items()}
-    compile_argv = problem.settings.compile
-    if compile_argv:
-        joined = compile_argv[0] if len(compile_argv) == 1 else shlex.join(compile_argv)
-        command = CompilerCommand.parse(joined)
-    else:
-        command = default_compiler(problem.language, problem.pragmas)
+    settings = problem.settings
+    command = (
+        CompilerCommand.from_config(settings.compile)
+        if settings.compile
+        else default_compiler(problem.language, problem.pragmas)
+    )
     with tempfile.TemporaryDirectory(prefix="annotune-build-") as scratch:
         written = Path(scratch) / out.name
         written.write_text(text, encoding="utf-8")

@@ -9,7 +9,6 @@ and nowhere else; the CLI only parses into `TuneArguments` and prints what `tune
 from __future__ import annotations
 
 import math
-import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, TypeVar
@@ -202,14 +201,10 @@ def _number(text: str) -> Number | None:
 
 
 def _compiler(given: str | None, settings: RunSettings) -> CompilerCommand | None:
-    """None leaves the choice to the builder (by language). A configured one-item list is a
-    preset name or a whole template, like the command line's; a longer one is the argv."""
+    """None leaves the choice to the builder (by language)."""
     if given is not None:
         return CompilerCommand.parse(given)
-    argv = settings.compile
-    if not argv:
-        return None
-    return CompilerCommand.parse(argv[0] if len(argv) == 1 else shlex.join(argv))
+    return CompilerCommand.from_config(settings.compile) if settings.compile else None
 
 
 def _run_spec(given: TuneArguments, problem: Problem) -> RunSpec:
