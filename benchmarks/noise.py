@@ -7,10 +7,12 @@ several seeds while other processes load the machine in random bursts, as on a s
 
     python benchmarks/noise.py [--seeds 10] [--budget 16] [--json]
 
-Per program it prints how often the winner (FAST=6) was chosen and how often a speedup was
-claimed. A claim is the report's own: with an interleaved final check (`speedup_interval` in
-`--json`), a speedup whose 95% interval lies above 1; without one, any best that is not the
-default (the report then prints "N.NNx faster"). Run it against another checkout with
+Per program it prints how often the winner (FAST=6) was chosen, how often a speedup was
+claimed, and the median number of rounds the final check ran (`recheck.rounds`; it stops once
+it knows) and its median seconds (`wall_breakdown.recheck`). A claim is the report's own: with
+an interleaved final check (`speedup_interval` in `--json`), a speedup whose 95% interval lies
+above 1; without one, any best that is not the default (the report then prints "N.NNx
+faster"). Run it against another checkout with
 `PYTHONPATH=/path/to/checkout python benchmarks/noise.py` to compare versions.
 """
 
@@ -97,6 +99,21 @@ def reported_speedup(report: dict) -> float:
     return report["default"]["time"] / report["best"]["time"]
 
 
+def median_of(reports: list[dict], value) -> float | None:
+    """The median of `value(report)` over the reports that have one (a tune whose final check
+    did not run has none)."""
+    found = [v for v in map(value, reports) if v is not None]
+    return statistics.median(found) if found else None
+
+
+def rounds(report: dict) -> int | None:
+    return report["recheck"]["rounds"] if report.get("recheck") else None
+
+
+def recheck_seconds(report: dict) -> float | None:
+    return (report.get("wall_breakdown") or {}).get("recheck")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=10)
@@ -131,6 +148,8 @@ def main() -> None:
                     "median_reported_speedup": round(
                         statistics.median(reported_speedup(r) for r in reports), 3
                     ),
+                    "median_recheck_rounds": median_of(reports, rounds),
+                    "median_recheck_s": median_of(reports, recheck_seconds),
                 }
             )
     finally:
@@ -140,11 +159,19 @@ def main() -> None:
     if args.json:
         print(json.dumps(rows))
         return
-    print(f"{'program':<14}{'seeds':>6}{'winner':>8}{'claimed':>9}{'median speedup':>16}")
+    print(
+        f"{'program':<14}{'seeds':>6}{'winner':>8}{'claimed':>9}{'median speedup':>16}"
+        f"{'check rounds':>14}{'check s':>9}"
+    )
     for row in rows:
+        checked = [
+            "-" if value is None else f"{value:g}"
+            for value in (row["median_recheck_rounds"], row["median_recheck_s"])
+        ]
         print(
             f"{row['program']:<14}{row['seeds']:>6}{row['winner_chosen']:>8}"
             f"{row['speedup_claimed']:>9}{row['median_reported_speedup']:>16.3f}"
+            f"{checked[0]:>14}{checked[1]:>9}"
         )
 
 

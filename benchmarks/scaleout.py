@@ -74,7 +74,7 @@ def throughput(
 
     from annotune.annotate import read_problem
     from annotune.session.distributed import tune_devices
-    from annotune.session.tuner import TuneOptions
+    from annotune.session.options import TuneOptions
 
     problem = read_problem(SOURCE)
     started = time.perf_counter()

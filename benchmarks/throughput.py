@@ -11,6 +11,12 @@ as the core count in both cases, each into a fresh compile cache. nvcc gets fewe
 configurations (`--nvcc-configs`): it is the slow side, and its rate per variant does not
 depend on how many there are.
 
+Beside it, the whole-process figure (`--whole-process N`, 120 by default, 0 to leave it out):
+`annotune tune conv2d.cu --mode kernel --compile-only --arch sm_90 --budget N` as a user runs
+it, a fresh interpreter and a fresh copy of the example (so a fresh compile cache), its wall
+time from start to exit (imports, libclang's parse, the pool's start and every compile), set
+against N times the seconds one nvcc variant takes in (a).
+
 (b) With `--gpu` (needs a CUDA GPU and cuda-python): conv2d tuned end to end in kernel mode
 and in program mode by `annotune.session.tuner.tune` (random strategy, fresh study, 5 timed
 runs per configuration, outputs checked against the default's, no final check and no drift
@@ -26,6 +32,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -54,7 +62,7 @@ def compile_only(source: Path, configs: int, *, nvrtc: bool, jobs: int | None) -
     from annotune.annotate import read_problem
     from annotune.builder import cubin_compiler
     from annotune.session.compile_only import compile_configurations
-    from annotune.session.tuner import TuneOptions
+    from annotune.session.options import TuneOptions
 
     problem = read_problem(source)
     with tempfile.TemporaryDirectory() as cache:
@@ -95,11 +103,49 @@ def compile_table(args: argparse.Namespace) -> list[dict]:
     return rows
 
 
+def whole_process(configs: int, nvcc_seconds: float) -> dict:
+    """`annotune tune --mode kernel --compile-only` on a fresh copy of conv2d, timed from the
+    interpreter's start to its exit; `nvcc_seconds`: one nvcc variant's share of (a)'s wall."""
+    with tempfile.TemporaryDirectory() as scratch:
+        for name in ("conv2d", "common"):
+            shutil.copytree(EXAMPLES / name, Path(scratch) / name, ignore=_no_outputs)
+        command = [sys.executable, "-m", "annotune", "tune", "conv2d.cu", "--mode", "kernel"]
+        command += ["--compile-only", "--arch", ARCH, "--budget", str(configs), "--json"]
+        path = os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(ROOT)]))
+        started = time.monotonic()
+        done = subprocess.run(
+            command,
+            cwd=Path(scratch) / "conv2d",
+            env={**os.environ, "PYTHONPATH": path},
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        seconds = time.monotonic() - started
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed:\n{done.stderr}")
+    report = json.loads(done.stdout)
+    return {
+        "command": " ".join(command[2:]),
+        "configs": report["compiled"] + report["failed"],
+        "fallbacks": report["fallbacks"],
+        "seconds": round(seconds, 2),
+        "compile_seconds": round(report["seconds"], 2),
+        "nvcc_seconds_each": round(nvcc_seconds, 3),
+        "ratio": round(configs * nvcc_seconds / seconds, 1),
+    }
+
+
+def _no_outputs(directory: str, names: list[str]) -> list[str]:
+    return [name for name in names if name in (".annotune", "tuned")]
+
+
 def tune_row(mode: str, configs: int) -> dict:
     """conv2d tuned end to end in `mode`: configurations a minute and where the time went."""
     from annotune.annotate import read_problem
     from annotune.run.program import RunSpec
-    from annotune.session.tuner import TuneOptions, tune
+    from annotune.session.options import TuneOptions
+    from annotune.session.tuner import tune
 
     problem = read_problem(CONV2D)
     with tempfile.TemporaryDirectory() as scratch:
@@ -202,6 +248,7 @@ def main() -> int:
     parser.add_argument("--gpu", action="store_true", help="also tune conv2d on this GPU")
     parser.add_argument("--kernel-configs", type=int, default=1000)
     parser.add_argument("--program-configs", type=int, default=30)
+    parser.add_argument("--whole-process", type=int, default=120, help="conv2d configurations")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
@@ -210,6 +257,19 @@ def main() -> int:
         print(f"compile-only, {ARCH}, {os.cpu_count()} cores: configurations a minute")
         print(f"{'example':12} {'NVRTC':>9} {'nvcc':>9} {'ratio':>8}")
     result: dict = {"compile_only": compile_table(args)}
+    conv2d = [row for row in result["compile_only"] if row["example"] == "conv2d"]
+    if args.whole_process and conv2d:
+        nvcc = conv2d[0]["nvcc"]
+        row = whole_process(args.whole_process, nvcc["seconds"] / nvcc["configs"])
+        result["whole_process"] = row
+        if not args.json:
+            print(
+                f"\nwhole process: {row['command']}: {row['configs']} configurations in "
+                f"{row['seconds']:.1f} s wall ({row['compile_seconds']:.1f} s compiling, "
+                f"{row['fallbacks']} by nvcc); nvcc {row['nvcc_seconds_each']:.2f} s a "
+                f"variant: {row['ratio']:.1f}x",
+                flush=True,
+            )
     if args.gpu:
         if not args.json:
             print(

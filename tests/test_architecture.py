@@ -8,6 +8,7 @@ import sys
 from fnmatch import fnmatch
 from pathlib import Path
 
+import grimp
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,6 +27,54 @@ def test_no_import_runs_back_up_the_pipeline():
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert "0 broken" in done.stdout
+
+
+def test_no_import_cycles():
+    """No module imports, even lazily inside a function or under TYPE_CHECKING, one that
+    imports it back: a lower module that needs an upper one's function means the function
+    belongs lower. Strongly connected components of grimp's graph (import-linter's own)."""
+    graph = grimp.build_graph("annotune")
+    edges = {m: graph.find_modules_directly_imported_by(m) for m in graph.modules}
+    cycles = [sorted(c) for c in _components(edges) if len(c) > 1]
+    assert cycles == []
+
+
+def _components(edges: dict[str, set[str]]) -> list[set[str]]:
+    """Strongly connected components (Kosaraju: finish order, then the reversed graph)."""
+    order: list[str] = []
+    seen: set[str] = set()
+    for start in sorted(edges):
+        if start in seen:
+            continue
+        seen.add(start)
+        stack = [(start, iter(sorted(edges[start])))]
+        while stack:
+            node, targets = stack[-1]
+            target = next((t for t in targets if t not in seen), None)
+            if target is None:
+                stack.pop()
+                order.append(node)
+            else:
+                seen.add(target)
+                stack.append((target, iter(sorted(edges[target]))))
+    reverse: dict[str, set[str]] = {m: set() for m in edges}
+    for source, targets in edges.items():
+        for target in targets:
+            reverse[target].add(source)
+    components, placed = [], set()
+    for root in reversed(order):
+        if root in placed:
+            continue
+        component, todo = set(), [root]
+        placed.add(root)
+        while todo:
+            node = todo.pop()
+            component.add(node)
+            for source in reverse[node] - placed:
+                placed.add(source)
+                todo.append(source)
+        components.append(component)
+    return components
 
 
 def test_no_module_at_the_package_root_but_its_face_and_entry():

@@ -80,7 +80,7 @@ def read_problem_and_source(
     # Kernel mode parses the main file once more, for the kernels' signatures and the device
     # code NVRTC may compile; a source without kernels pays for neither.
     ast = None
-    if parsed.language == "cuda" and declares_kernels(parsed):
+    if parsed.language == "cuda" and (declares_kernels(parsed) or command.kernels):
         ast = parse_cuda(parsed, include_dirs, defines)
     kernels = kernel_specs(
         parsed,
@@ -88,6 +88,7 @@ def read_problem_and_source(
         include_dirs=include_dirs,
         defines=defines,
         translation_unit=ast,
+        declared=command.kernels,
     )
     device = _device_code(parsed, translation_unit=ast) if kernels and ast is not None else None
     problem = dataclasses.replace(

@@ -17,6 +17,11 @@
     [file.env]                         # optional: set for every run
     OMP_PROC_BIND = "close"
     OMP_NUM_THREADS = "{THREADS}"      # a parameter's value: the variable is tuned
+    [[file.kernel]]                    # optional: kernel mode's launch (annotate.kernel)
+    name = "mm2_kernel1"
+    grid = "NJ / DIM_THREAD_BLOCK_X, NI / DIM_THREAD_BLOCK_Y"
+    block = "DIM_THREAD_BLOCK_X, DIM_THREAD_BLOCK_Y"
+    args = ["in(NI * NK)", "in(NK * NJ)", "out(NI * NJ)"]
 
 libclang reads the source as `compile` has the compiler read it, or scan and tune would
 disagree on which `#if` branch is taken: in the language it names (`-x cu` makes a .cpp CUDA; a
@@ -51,6 +56,7 @@ from pathlib import Path
 
 from annotune.annotate.frontend import language_of
 from annotune.annotate.grammar import Domain, GrammarError, Number, parse_domain
+from annotune.annotate.kernel import DeclaredClause, DeclaredKernel
 from annotune.annotate.problem import EnvSetting, RunSettings
 from annotune.core.diagnostics import AnnotuneError, Location
 from annotune.core.inputs import CONFIG, SOURCE, check_input, read_text
@@ -79,8 +85,10 @@ _FILE_KEYS = {
     "timeout",
     "repeats",
     "warmup",
+    "kernel",
 }
 _PARAM_KEYS = {"domain", "default"}
+_KERNEL_KEYS = {"name", "grid", "block", "shared", "args"}  # the pragma's clauses
 _TIME_UNITS = ("s", "ms", "us", "ns")  # those run.program knows
 _C_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a macro's, or an environment variable's
 _ENV_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
@@ -157,6 +165,7 @@ class FileConfig:
     compiler: str | None = None
     command_include_dirs: tuple[str, ...] = ()
     command_flags: tuple[tuple[str, str], ...] = ()
+    kernels: tuple[DeclaredKernel, ...] = ()  # `[[file.kernel]]`, checked by annotate.kernel
 
 
 _TOML_TOKEN = re.compile(
@@ -457,6 +466,10 @@ def _checked_entries(data: dict, where: _Positions, top: tuple) -> list[dict]:
         for name, spec in params.items() if isinstance(params, dict) else ():
             if isinstance(spec, dict):
                 _known_keys(spec, _PARAM_KEYS, where, (*at, "params", name), f"parameter {name}")
+        kernels = entry.get("kernel", [])
+        for number, kernel in enumerate(kernels if isinstance(kernels, list) else ()):
+            if isinstance(kernel, dict):
+                _known_keys(kernel, _KERNEL_KEYS, where, (*at, "kernel", number), "[[file.kernel]]")
     return entries
 
 
@@ -491,8 +504,11 @@ def _file_config(
     include_dirs = tuple(_from(base, d) for d in _string_list(entry, "include", where, at))
     compile_argv = _with_defines(_compile(entry, base, where, at), entry, where, at)
     settings = _settings(entry, compile_argv, base, where, at)
+    kernels = _kernels(entry, where, at)
     if compile_argv is None:
-        return FileConfig(config_file, params, constraints, include_dirs, settings=settings)
+        return FileConfig(
+            config_file, params, constraints, include_dirs, settings=settings, kernels=kernels
+        )
     view = _command_view(compile_argv, source)
     for option, path in view.flags:
         if option in ("-include", "-imacros"):
@@ -509,7 +525,48 @@ def _file_config(
         compiler=view.compiler,
         command_include_dirs=view.include_dirs,
         command_flags=view.flags,
+        kernels=kernels,
     )
+
+
+def _kernels(entry: dict, where: _Positions, at: tuple) -> tuple[DeclaredKernel, ...]:
+    """`[[file.kernel]]`: each clause's text where it is written, for `annotate.kernel` to read
+    with the pragma's grammar; here only the table's shape is checked."""
+    tables = entry.get("kernel", [])
+    if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
+        raise AnnotuneError(
+            "'kernel' must be an array of tables ([[file.kernel]])", where.key((*at, "kernel"))
+        )
+    kernels = []
+    for number, table in enumerate(tables):
+        here = (*at, "kernel", number)
+        name = table.get("name")
+        if not isinstance(name, str) or not _C_NAME.fullmatch(name):
+            raise AnnotuneError(
+                'each [[file.kernel]] needs name = "KERNEL" (the __global__ function\'s name)',
+                where.value((*here, "name")) if "name" in table else where.key(here),
+            )
+        clauses = []
+        for clause in ("grid", "block", "shared", "args"):
+            value = table.get(clause)
+            if value is None:
+                continue
+            if isinstance(value, str):
+                pieces = ((value, where.value((*here, clause))),)
+            elif clause == "args" and isinstance(value, list):
+                if not all(isinstance(v, str) for v in value):
+                    raise AnnotuneError(
+                        "'args' must be a string or a list of strings", where.key((*here, clause))
+                    )
+                pieces = tuple(
+                    (v, where.value((*here, clause, index))) for index, v in enumerate(value)
+                )
+            else:
+                kind = "a string or a list of strings" if clause == "args" else "a string"
+                raise AnnotuneError(f"'{clause}' must be {kind}", where.value((*here, clause)))
+            clauses.append(DeclaredClause(clause, pieces))
+        kernels.append(DeclaredKernel(name, where.value((*here, "name")), tuple(clauses)))
+    return tuple(kernels)
 
 
 def _from(base: Path, path: str) -> str:

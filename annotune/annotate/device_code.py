@@ -29,7 +29,14 @@ import clang.cindex as ci
 from annotune.annotate.frontend import ParsedSource, SourceFile
 from annotune.annotate.kernel import parse_cuda
 
-__all__ = ["NVRTC_PRELUDE", "DeviceCode", "Span", "device_code", "is_device_header"]
+__all__ = [
+    "GLIBC_PRELUDE",
+    "NVRTC_PRELUDE",
+    "DeviceCode",
+    "Span",
+    "device_code",
+    "is_device_header",
+]
 
 Span = tuple[int, int, int, int]
 """(start_line, start_column, end_line, end_column), 1-based, the end excluded. Columns count
@@ -57,16 +64,68 @@ using ::int64_t; using ::uint8_t; using ::uint16_t; using ::uint32_t; using ::ui
 using ::intptr_t; using ::uintptr_t; using ::intmax_t; using ::uintmax_t;
 }
 #define ANNOTUNE_TIMING_H 1
+/* The constants of <cfloat> and <cmath> (glibc's M_ ones), whose includes the slice blanks. */
+#define FLT_EPSILON 1.1920928955078125e-07F
+#define FLT_MAX 3.4028234663852886e+38F
+#define FLT_MIN 1.1754943508222875e-38F
+#define DBL_EPSILON 2.220446049250313e-16
+#define DBL_MAX 1.7976931348623157e+308
+#define DBL_MIN 2.2250738585072014e-308
+#define M_E 2.718281828459045
+#define M_LOG2E 1.4426950408889634
+#define M_LOG10E 0.43429448190325176
+#define M_LN2 0.6931471805599453
+#define M_LN10 2.302585092994046
+#define M_PI 3.141592653589793
+#define M_PI_2 1.5707963267948966
+#define M_PI_4 0.7853981633974483
+#define M_1_PI 0.3183098861837907
+#define M_2_PI 0.6366197723675814
+#define M_2_SQRTPI 1.1283791670955126
+#define M_SQRT2 1.4142135623730951
+#define M_SQRT1_2 0.7071067811865476
 """
 """Pre-included before the slice. The 64-bit types are `long long`, as libcu++'s
 <cuda/std/cstdint> declares them under NVRTC (which cuda/ and cub/ headers include: another type
 would be a redeclaration error). glibc has `long`, and so have nvcc and the kernel names kernel
-mode computes: a kernel taking an int64_t has another symbol under NVRTC (`x` for `l`), which
-the builder must take from NVRTC (nvrtcGetLoweredName). `size_t` is NVRTC's own `unsigned long`,
-as glibc's. The timing
-header's guard is defined: its host timer is no device code, and a user file that tests the
-guard (`#ifndef ANNOTUNE_TIMING_H`) takes the branch libclang took, the header being on its
-include path there."""
+mode computes: a kernel taking an int64_t has another symbol under this prelude (`x` for `l`),
+so code that includes no libcu++ gets `GLIBC_PRELUDE` (`DeviceCode.prelude`); for the rest the
+builder would have to take the name from NVRTC (nvrtcGetLoweredName). `size_t` is NVRTC's
+own `unsigned long`, as glibc's. The timing header's guard is defined: its host timer is no
+device code, and a user file that tests the guard (`#ifndef ANNOTUNE_TIMING_H`) takes the
+branch libclang took, the header being on its include path there. <cfloat>'s limits and
+<cmath>'s `M_PI` and kin are defined, as device code uses them and NVRTC has neither header
+(nor does the toolkit define them anywhere, so no header NVRTC reads defines them again); each
+is the double (or float) glibc's spelling rounds to."""
+
+GLIBC_PRELUDE = NVRTC_PRELUDE.replace("typedef long long", "typedef long").replace(
+    "typedef unsigned long long", "typedef unsigned long"
+)
+"""The prelude for device code that includes no header of libcu++'s (`LIBCUXX_FREE` lists the
+toolkit's headers that include none): the 64-bit types are glibc's, `long`, as nvcc has them,
+so that a kernel taking an `int64_t` has the symbol kernel mode launches it by (nvcc's `l`, not
+`x`), and NVRTC compiles it instead of sending it to nvcc."""
+
+# The toolkit's headers that include none of libcu++'s (tested with NVRTC 13: each compiles
+# after glibc's typedefs); cuda/, cub/, nv/, cooperative groups, pipelines and barriers do.
+LIBCUXX_FREE = frozenset(
+    {
+        "cuComplex.h",
+        "cuda_bf16.h",
+        "cuda_fp16.h",
+        "cuda_fp4.h",
+        "cuda_fp6.h",
+        "cuda_fp8.h",
+        "cuda_runtime.h",
+        "cuda_runtime_api.h",
+        "device_atomic_functions.h",
+        "device_launch_parameters.h",
+        "math_constants.h",
+        "mma.h",
+        "vector_functions.h",
+        "vector_types.h",
+    }
+)
 
 # Headers NVRTC compiles device code from (with -I the toolkit's include dir, and its cccl/ for
 # cuda/, cub/ and nv/): an `#include` of any other header not among the user's files is blanked.
@@ -184,6 +243,13 @@ class DeviceCode:
     """
 
     spans: Mapping[str, tuple[Span, ...]]
+    libcuxx: bool = True  # a user file includes a header that includes libcu++'s <cstdint>
+
+    @property
+    def prelude(self) -> str:
+        """What NVRTC is to pre-include for this code: glibc's 64-bit types unless libcu++,
+        which declares them otherwise, is included."""
+        return NVRTC_PRELUDE if self.libcuxx else GLIBC_PRELUDE
 
     def slice(self, file: str, text: bytes) -> bytes:
         """`text` (the file's bytes, or a variant's whose `#define` values were rewritten) with
@@ -235,7 +301,20 @@ def device_code(
         kept = _kept_directive_lines(source)
         pieces = [p for span in _merged(walk.found[key]) for p in _around(span, kept)]
         spans[key] = tuple(_merged(pieces + _host_directives(parsed, source)))
-    return DeviceCode(spans)
+    return DeviceCode(spans, libcuxx=_includes_libcuxx(parsed))
+
+
+def _includes_libcuxx(parsed: ParsedSource) -> bool:
+    """Whether a user file includes a toolkit header that brings libcu++'s <cstdint> (any
+    device header but `LIBCUXX_FREE`'s), in a branch taken or not: a variant may take it."""
+    for source in parsed.files:
+        for directive in source.directives:
+            if directive.name not in ("include", "include_next") or not directive.words:
+                continue
+            name, _ = _header_name(source, directive.words)
+            if name is not None and is_device_header(name) and name not in LIBCUXX_FREE:
+                return True
+    return False
 
 
 class _Walk:

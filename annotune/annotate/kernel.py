@@ -8,6 +8,16 @@ of the kernel, `in(E)` (random input), `out(E)` (output, compared with the defau
 configuration's) or `inout(E)` (both), E being the element count; for a scalar parameter, an
 expression giving its value. Clauses may come in any order.
 
+Code that must not be edited declares its kernels in its config instead, with the same clauses
+and grammar, each clause's text a string (`args` also a list, one string an argument), located
+in the config (`annotate.config`):
+
+    [[file.kernel]]
+    name = "conv2d"
+    grid = "(NJ + BLOCK_X - 1) / BLOCK_X, NI / BLOCK_Y"
+    block = "BLOCK_X, BLOCK_Y"
+    args = ["in(NI * NJ)", "out(NI * NJ)"]
+
 The kernel's parameter types and mangled name come from libclang. The front end's parse does
 not keep its AST, so the main file is parsed again here with a shim that also declares what
 kernel signatures use from headers that are not installed (`size_t`, `int64_t`, `__half`):
@@ -20,7 +30,7 @@ from __future__ import annotations
 import heapq
 import os
 import re
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import clang.cindex as ci
@@ -50,6 +60,8 @@ from annotune.space.expressions import (
 )
 
 __all__ = [
+    "DeclaredClause",
+    "DeclaredKernel",
     "KernelArg",
     "KernelSpec",
     "Launch",
@@ -105,9 +117,29 @@ _KIND_DTYPES = {
 _RECORD_DTYPES = {"__half": "float16"}
 _SUPPORTED = "float, double, __half, bool, char, short, int, long, long long and unsigned"
 
+_ARRAY_KINDS = (ci.TypeKind.CONSTANTARRAY, ci.TypeKind.INCOMPLETEARRAY)
 _CLAUSES = ("grid", "block", "shared", "args")
 _STUB = "__device_stub__"
 _KEEP_GOING = 0x200
+
+
+@dataclass(frozen=True)
+class DeclaredClause:
+    """A clause of a kernel declared in a config: `grid`, `block`, `shared` or `args`, and its
+    text, each piece where the config writes it (a string; `args` may be a list of them)."""
+
+    name: str
+    pieces: tuple[tuple[str, Location], ...]
+
+
+@dataclass(frozen=True)
+class DeclaredKernel:
+    """`[[file.kernel]]` of a config: what `#pragma annotune kernel` says, for a source that
+    must not be edited. `location`: where its name is written."""
+
+    name: str
+    location: Location
+    clauses: tuple[DeclaredClause, ...]
 
 
 class LaunchError(ValueError):
@@ -273,8 +305,10 @@ def kernel_specs(
     include_dirs: Iterable[str] = (),
     defines: Iterable[str] = (),
     translation_unit: ci.TranslationUnit | None = None,
+    declared: Sequence[DeclaredKernel] = (),
 ) -> tuple[KernelSpec, ...]:
-    """Every `#pragma annotune kernel` of the user's files, checked and typed.
+    """Every `#pragma annotune kernel` of the user's files and every kernel `declared` in the
+    config (`[[file.kernel]]`), checked and typed.
 
     `param_names` are the tunable parameters; `include_dirs` and `defines` must be those the
     front end parsed with, since the main file is parsed again for the kernels' signatures
@@ -287,25 +321,30 @@ def kernel_specs(
         for directive in source.directives
         if _is_kernel_pragma(directive)
     ]
-    if not pragmas:
+    if not pragmas and not declared:
         return ()
     if parsed.language != "cuda":
-        source, directive = pragmas[0]
-        raise AnnotuneError(
-            "kernel mode needs a CUDA source (.cu)", source.location(directive.words[1].start)
+        where = (
+            pragmas[0][0].location(pragmas[0][1].words[1].start)
+            if pragmas
+            else declared[0].location
         )
+        raise AnnotuneError("kernel mode needs a CUDA source (.cu)", where)
     macros = _numeric_macros(parsed, set(param_names))
     if translation_unit is None:
         translation_unit = parse_cuda(parsed, include_dirs, defines)
     kernels = _kernel_cursors(translation_unit, parsed)
+    names = _Names(param_names, macros)
+    read = [_pragma_declaration(source, directive) for source, directive in pragmas]
+    read += [_config_declaration(kernel) for kernel in declared]
     specs: dict[str, KernelSpec] = {}
-    for source, directive in pragmas:
-        spec = _read_pragma(source, directive, param_names, macros, kernels, parsed)
+    for declaration in read:
+        spec = _checked(declaration, names, macros, kernels, parsed)
         first = specs.get(spec.name)
         if first is not None:
             where = first.location
             raise AnnotuneError(
-                f"duplicate kernel pragma for '{spec.name}'",
+                f"duplicate {declaration.what} for '{spec.name}'",
                 spec.location,
                 hint=f"first given at {where.file}:{where.line}:{where.column}",
             )
@@ -325,73 +364,111 @@ def _is_kernel_pragma(directive: Directive) -> bool:
 
 @dataclass(frozen=True)
 class _Text:
-    """The pragma's text after `kernel`, continuation backslashes blanked, and its locations."""
+    """Text of a declaration and where each character of it is written: in a source (from
+    byte `start` of `source`) or in a config (from `base`; a TOML escape is not undone, so a
+    column after one is off by its length)."""
 
-    source: SourceFile
-    start: int  # byte offset of text[0] in the file
     text: str
+    source: SourceFile | None = None
+    start: int = 0
+    base: Location | None = None
 
     def location(self, offset: int) -> Location:
-        return self.source.location(self.start + len(self.text[:offset].encode()))
+        if self.source is not None:
+            return self.source.location(self.start + len(self.text[:offset].encode()))
+        assert self.base is not None
+        before = self.text[:offset]
+        if "\n" not in before:
+            return self.base.shifted(offset)
+        line = self.base.line + before.count("\n")
+        return Location(self.base.file, line, offset - before.rfind("\n"))
 
 
 @dataclass(frozen=True)
 class _Clause:
     name: str
-    at: int  # offset of the clause name
-    items: tuple[tuple[str, int], ...]  # top-level comma-separated items and their offsets
+    at: Location  # where the clause is named
+    items: tuple[tuple[_Text, str, int], ...]  # top-level comma-separated items and offsets
 
 
-def _read_pragma(
-    source: SourceFile,
-    directive: Directive,
-    param_names: Collection[str],
-    macros: Mapping[str, Expression],
-    kernels: Mapping[str, list[ci.Cursor]],
-    parsed: ParsedSource,
-) -> KernelSpec:
+@dataclass(frozen=True)
+class _Declaration:
+    """A kernel's declaration, a pragma's or a config's, split into clauses."""
+
+    name: str
+    where: Location
+    clauses: Mapping[str, _Clause]
+    what: str = "kernel pragma"  # for messages
+
+
+def _pragma_declaration(source: SourceFile, directive: Directive) -> _Declaration:
     keyword = directive.words[1]
     raw = source.slice(keyword.end, directive.end)
-    text = _Text(source, keyword.end, raw.replace("\\\r\n", " \r\n").replace("\\\n", " \n"))
+    text = _Text(raw.replace("\\\r\n", " \r\n").replace("\\\n", " \n"), source, keyword.end)
     name_match = re.compile(r"\s*([A-Za-z_]\w*)").match(text.text)
     if name_match is None:
         raise AnnotuneError(
             "'#pragma annotune kernel' needs the kernel's name", source.location(keyword.end)
         )
-    name, name_at = name_match.group(1), name_match.start(1)
-    where = text.location(name_at)
-    clauses = _clauses(text, name_match.end())
+    where = text.location(name_match.start(1))
+    return _Declaration(name_match.group(1), where, _clauses(text, name_match.end()))
+
+
+def _config_declaration(kernel: DeclaredKernel) -> _Declaration:
+    """A config's kernel: each piece of a clause split at its top-level commas, as the text
+    between the pragma's parentheses is."""
+    clauses = {}
+    for clause in kernel.clauses:
+        items: list[tuple[_Text, str, int]] = []
+        for piece, location in clause.pieces:
+            text = _Text(f"({piece})", base=location.shifted(-1))
+            split, end = _items(text, 0)
+            if end != len(text.text):
+                raise AnnotuneError("unbalanced ')'", text.location(end - 1))
+            if not split:
+                raise AnnotuneError(f"empty {clause.name}", location)
+            items += split
+        at = clause.pieces[0][1] if clause.pieces else kernel.location
+        clauses[clause.name] = _Clause(clause.name, at, tuple(items))
+    return _Declaration(kernel.name, kernel.location, clauses, "[[file.kernel]]")
+
+
+def _checked(
+    declaration: _Declaration,
+    names: _Names,
+    macros: Mapping[str, Expression],
+    kernels: Mapping[str, list[ci.Cursor]],
+    parsed: ParsedSource,
+) -> KernelSpec:
+    """A declaration checked against the kernel's definition: its clauses' expressions, and an
+    argument of the right kind for each of the kernel's parameters."""
+    name, where, clauses = declaration.name, declaration.where, declaration.clauses
     for required in ("grid", "block"):
         if required not in clauses:
-            raise AnnotuneError(f"missing {required}(...) in the kernel pragma", where)
+            raise AnnotuneError(f"missing {required}(...) in the {declaration.what}", where)
     cursor = _kernel_cursor(name, where, kernels, parsed)
     params = list(cursor.get_arguments())
-    names = _Names(param_names, macros)
-
-    grid = _dim_exprs(text, clauses["grid"], names)
-    block = _dim_exprs(text, clauses["block"], names)
+    grid = _dim_exprs(clauses["grid"], names)
+    block = _dim_exprs(clauses["block"], names)
     shared = None
     if "shared" in clauses:
         items = clauses["shared"].items
         if len(items) != 1:
-            raise AnnotuneError(
-                "shared(...) takes one expression (bytes)", text.location(clauses["shared"].at)
-            )
-        shared = _expression(text, *items[0], names)
+            raise AnnotuneError("shared(...) takes one expression (bytes)", clauses["shared"].at)
+        shared = _expression(*items[0], names)
     args_clause = clauses.get("args")
     items = args_clause.items if args_clause is not None else ()
     if len(items) != len(params):
-        at = text.location(args_clause.at) if args_clause is not None else where
         raise AnnotuneError(
             f"kernel '{name}' takes {len(params)} argument{'s' * (len(params) != 1)}, "
             f"args(...) gives {len(items)}",
-            at,
+            args_clause.at if args_clause is not None else where,
         )
     diagnostics = _error_diagnostics(cursor)
     shown = {os.path.realpath(f.path): f.path for f in parsed.files}
     args = tuple(
         _argument(text, item, offset, param, names, diagnostics, _declared_at(param, shown))
-        for (item, offset), param in zip(items, params, strict=True)
+        for (text, item, offset), param in zip(items, params, strict=True)
     )
     used = {n for e in (*grid, *block, shared, *(a.expr for a in args)) if e for n in e.names}
     return KernelSpec(
@@ -432,11 +509,11 @@ def _clauses(text: _Text, pos: int) -> dict[str, _Clause]:
         if pos >= len(body) or body[pos] != "(":
             raise AnnotuneError(f"expected '(' after '{name}'", text.location(pos))
         items, pos = _items(text, pos)
-        clauses[name] = _Clause(name, at, items)
+        clauses[name] = _Clause(name, text.location(at), tuple(items))
     return clauses
 
 
-def _items(text: _Text, open_at: int) -> tuple[tuple[tuple[str, int], ...], int]:
+def _items(text: _Text, open_at: int) -> tuple[list[tuple[_Text, str, int]], int]:
     """Split `( ... )` at its top-level commas; returns the items and the offset after `)`."""
     body = text.text
     depth, start, items = 0, open_at + 1, []
@@ -447,12 +524,12 @@ def _items(text: _Text, open_at: int) -> tuple[tuple[tuple[str, int], ...], int]
         elif ch == ")":
             depth -= 1
             if depth == 0:
-                items.append((body[start:pos], start))
-                if len(items) == 1 and not items[0][0].strip():
-                    return (), pos + 1
-                return tuple(items), pos + 1
+                items.append((text, body[start:pos], start))
+                if len(items) == 1 and not items[0][1].strip():
+                    return [], pos + 1
+                return items, pos + 1
         elif ch == "," and depth == 1:
-            items.append((body[start:pos], start))
+            items.append((text, body[start:pos], start))
             start = pos + 1
     raise AnnotuneError("unclosed '('", text.location(open_at))
 
@@ -506,13 +583,12 @@ def _name_nodes(root: Node) -> list[Name]:
     return found
 
 
-def _dim_exprs(text: _Text, clause: _Clause, names: _Names) -> tuple[Expression, ...]:
+def _dim_exprs(clause: _Clause, names: _Names) -> tuple[Expression, ...]:
     if not 1 <= len(clause.items) <= 3:
         raise AnnotuneError(
-            f"{clause.name}(...) takes 1 to 3 expressions, found {len(clause.items)}",
-            text.location(clause.at),
+            f"{clause.name}(...) takes 1 to 3 expressions, found {len(clause.items)}", clause.at
         )
-    return tuple(_expression(text, item, offset, names) for item, offset in clause.items)
+    return tuple(_expression(text, item, offset, names) for text, item, offset in clause.items)
 
 
 _POINTER_ARG = re.compile(r"\s*(in|out|inout)\s*\(")
@@ -535,9 +611,10 @@ def _argument(
                 f"cannot tell the type of parameter '{param.spelling}': {message}", at, hint=hint
             )
     kind_match = _POINTER_ARG.match(item)
-    is_pointer = param.type.get_canonical().kind == ci.TypeKind.POINTER
-    if is_pointer:
-        pointee = param.type.get_canonical().get_pointee()
+    canonical = param.type.get_canonical()
+    if canonical.kind == ci.TypeKind.POINTER or canonical.kind in _ARRAY_KINDS:
+        pointee = _element(canonical)
+        const = _is_const(pointee) or canonical.kind in _ARRAY_KINDS and _is_const(canonical)
         if kind_match is None:
             raise AnnotuneError(
                 f"'{param.spelling}' is a pointer ({ctype}): pass in(COUNT), out(COUNT) or "
@@ -551,16 +628,14 @@ def _argument(
         if not item.rstrip().endswith(")") or inner_end - 1 < inner_at:
             raise AnnotuneError(f"expected ')' to close {kind}(...)", at)
         dtype = _dtype(pointee, param, at, hint)
-        if kind != "in" and pointee.is_const_qualified():
+        if kind != "in" and const:
             raise AnnotuneError(
                 f"'{param.spelling}' points to const ({ctype}): it can only be in(...)",
                 at,
                 hint=hint,
             )
         expr = _expression(text, text.text[inner_at : inner_end - 1], inner_at, names)
-        return KernelArg(
-            param.spelling, kind, dtype, ctype, expr, at, const=pointee.is_const_qualified()
-        )
+        return KernelArg(param.spelling, kind, dtype, ctype, expr, at, const=const)
     if kind_match is not None:
         raise AnnotuneError(
             f"'{param.spelling}' is a scalar ({ctype}): give its value, not {kind_match.group(1)}"
@@ -574,8 +649,31 @@ def _argument(
     )
 
 
+def _element(pointer: ci.Type) -> ci.Type:
+    """What a pointer parameter points to; an array parameter (`double c[][NY][NX]`, a
+    pointer to planes once it decays) to its element arrays."""
+    if pointer.kind == ci.TypeKind.POINTER:
+        return pointer.get_pointee()
+    return pointer.get_array_element_type()
+
+
+def _is_const(pointee: ci.Type) -> bool:
+    """Whether the data are const: libclang puts an array parameter's const on the array
+    (`const double[][4][8]`, its elements `double[4][8]`), a pointee's on any level."""
+    while True:
+        if pointee.is_const_qualified():
+            return True
+        if pointee.get_canonical().kind not in _ARRAY_KINDS:
+            return False
+        pointee = pointee.get_canonical().get_array_element_type()
+
+
 def _dtype(ctype: ci.Type, param: ci.Cursor, at: Location, hint: str) -> str:
+    """The numpy dtype of a value of `ctype`; of an array's elements (the count an argument
+    gives counts them, not the arrays)."""
     canonical = ctype.get_canonical()
+    while canonical.kind in _ARRAY_KINDS:
+        canonical = canonical.get_array_element_type().get_canonical()
     if canonical.kind in _KIND_DTYPES:
         return _KIND_DTYPES[canonical.kind]
     if canonical.kind == ci.TypeKind.RECORD:

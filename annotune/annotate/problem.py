@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from annotune.annotate.device_code import DeviceCode
-from annotune.core.diagnostics import Location
+from annotune.annotate.kernel import KernelSpec
+from annotune.core.diagnostics import AnnotuneError, Location
 from annotune.core.records import Number
 
 ORIGINS = ("define", "pragma", "literal", "config", "size")
@@ -157,7 +158,7 @@ class Problem:
     config_file: str | None = None
     missing_includes: tuple[tuple[Location, str], ...] = ()  # local headers not found
     settings: RunSettings = RunSettings()
-    kernels: tuple = ()  # KernelSpec of each `#pragma annotune kernel` (annotate.kernel)
+    kernels: tuple[KernelSpec, ...] = ()  # each `#pragma annotune kernel` or [[file.kernel]]
     timing_header: bool = False  # the source includes annotune_timing.h: runs print their time
     # Absolute directories from the config's `include = [...]`: libclang searched them, and the
     # compiler must too (as -I), or it reads other headers than the ones annotune read.
@@ -173,3 +174,53 @@ class Problem:
             if param.name == name:
                 return param
         raise KeyError(name)
+
+
+def chosen_kernel(problem: Problem, mode: str, name: str | None) -> KernelSpec | None:
+    """The kernel a tune in `mode` ("program", "kernel" or "auto") launches, None when it runs
+    the program: `name`'s (`--kernel`), or the one declared.
+
+    Called before anything is compiled, so that kernel mode is never quietly program mode:
+    `--mode kernel` on a source that declares no kernel, `--kernel` naming one not declared
+    (in any mode), or several declared and none named, is an AnnotuneError.
+    """
+    if mode not in ("program", "kernel", "auto"):
+        raise AnnotuneError(f"unknown mode {mode!r} (expected program, kernel or auto)")
+    kernels = problem.kernels
+    source = Location(str(problem.source), 1, 1)
+    if mode == "program" and name is not None:
+        raise AnnotuneError(
+            f"--kernel {name} names a kernel to launch, but --mode program runs the program",
+            hint="drop --kernel, or tune it with --mode kernel",
+        )
+    if not kernels:
+        if mode == "kernel" or name is not None:
+            said = f"--kernel {name}: " if name is not None else ""
+            raise AnnotuneError(
+                f"{said}kernel mode needs a declared kernel, and {problem.source.name} declares "
+                "none",
+                source,
+                hint="declare it with '#pragma annotune kernel NAME grid(...) block(...) "
+                "args(...)' in the source, or, for code you must not edit, a [[file.kernel]] "
+                "table (name, grid, block, args) in its annotune.toml",
+            )
+        return None
+    if mode == "program":
+        return None
+    if name is None:
+        if len(kernels) > 1:
+            listed = ", ".join(k.name for k in kernels)
+            raise AnnotuneError(
+                f"{len(kernels)} kernels are declared ({listed}): choose one with --kernel",
+                kernels[0].location,
+            )
+        return kernels[0]
+    for spec in kernels:
+        if spec.name == name:
+            return spec
+    declared = "; ".join(
+        f"{k.name} at {k.location.file}:{k.location.line}:{k.location.column}" for k in kernels
+    )
+    raise AnnotuneError(
+        f"--kernel {name}: no such kernel is declared", hint=f"declared: {declared}"
+    )

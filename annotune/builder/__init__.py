@@ -43,7 +43,7 @@ from pathlib import Path
 from types import TracebackType
 
 from annotune.annotate import Problem
-from annotune.annotate.device_code import NVRTC_PRELUDE, DeviceCode
+from annotune.annotate.device_code import DeviceCode
 from annotune.annotate.frontend import ANNOTUNE_INCLUDE_DIR
 from annotune.builder.compiler import (
     CompilerCommand,
@@ -714,7 +714,7 @@ def _nvrtc_setup(problem: Problem, arch: tuple[int, int], jobs: int) -> _Nvrtc:
     return _Nvrtc(
         arch=arch,
         device_code=problem.device_code,
-        prelude=NVRTC_PRELUDE,
+        prelude=problem.device_code.prelude,
         version=nvrtc_version(),
         fingerprint=nvrtc_fingerprint(),
         toolkit=tuple(toolkit_include_dirs()),

@@ -14,6 +14,13 @@ variant's scratch directory, the main one named by its copy's path, so that ever
 include, relative spellings included, resolves to a sliced copy exactly as the preprocessor
 resolves the original (`Builder` puts the copies' directories first on the include path too).
 
+Compiles ask for `--minimal` (NVRTC leaves out the texture, surface and runtime API
+declarations it otherwise parses for every program: conv2d's compile takes 34 ms of CPU, not 41); a
+program that needs them fails under it and is compiled again without, in the same worker, so
+the outcome depends on the request alone and is cached as such. Its limit: the runtime API's
+macros are gone too (`CUDART_CB`; `CUDART_VERSION` stays), so device code that tests one with
+`#ifdef` takes the other branch under `--minimal`, unnoticed when that branch compiles.
+
 What NVRTC cannot check is done in the source itself: `value_checks` appends, for each tuned
 macro, a check that fails the compile unless the macro has the tuned value at the end of the
 translation unit, which is where `verify` reads it with nvcc. A failure of any kind sends the
@@ -32,7 +39,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
 
@@ -44,9 +51,13 @@ TEST_EXIT_MARKER = "annotune test hook: end the NVRTC worker"
 worker that NVRTC crashed would."""
 
 _TEST_EXIT_STATUS = 70
+MINIMAL = "--minimal"
+"""NVRTC's option that omits texture, surface and runtime-API declarations; see the module."""
 _INSTALL = "pip install cuda-bindings nvidia-cuda-nvrtc"
 
 _nvrtc: ModuleType | None = None  # each worker's NVRTC bindings, imported once
+_started: dict[int, ProcessPoolExecutor] = {}  # `start_pool`'s executors, by width
+_started_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -131,6 +142,7 @@ def nvrtc_options(
     """The options of one variant's compile; `includes` are `-I` flags, in search order."""
     return [
         f"--gpu-architecture={sm(arch)}",
+        MINIMAL,
         "-std=c++17",
         *defines,
         *includes,
@@ -167,6 +179,9 @@ def compile_request(request: NvrtcRequest) -> NvrtcOutcome:
     signal.setitimer(signal.ITIMER_REAL, request.timeout)
     try:
         outcome = _compile(nvrtc, request)
+        if not outcome[0] and not outcome[3] and MINIMAL in request.options:
+            full = tuple(option for option in request.options if option != MINIMAL)
+            outcome = _compile(nvrtc, replace(request, options=full))
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
     return NvrtcOutcome(outcome[0], outcome[1], time.monotonic() - started, *outcome[2:])
@@ -215,6 +230,29 @@ def _start_worker() -> None:
     _nvrtc = _bindings()
 
 
+def start_pool(jobs: int) -> None:
+    """Start `jobs` NVRTC workers now, in the background, for the next `NvrtcPool` of that
+    width to take: a command that will compile kernels calls it before libclang parses the
+    source, so that the workers' start (a fork server, a process each, NVRTC loaded in each:
+    about a second) is done by the time the first variant is ready. Workers no pool takes end
+    with the process."""
+    with _started_lock:
+        if jobs in _started:
+            return
+        executor = _executor(jobs)
+        _started[jobs] = executor
+    for _ in range(jobs):  # each submit while none is idle starts a worker
+        executor.submit(int)
+
+
+def _executor(jobs: int) -> ProcessPoolExecutor:
+    return ProcessPoolExecutor(
+        max_workers=jobs,
+        mp_context=multiprocessing.get_context("forkserver"),
+        initializer=_start_worker,
+    )
+
+
 class NvrtcPool:
     """Worker processes that compile `NvrtcRequest`s, `jobs` at a time; thread-safe.
 
@@ -260,11 +298,9 @@ class NvrtcPool:
     def _current(self) -> ProcessPoolExecutor:
         with self._lock:
             if self._executor is None:
-                self._executor = ProcessPoolExecutor(
-                    max_workers=self.jobs,
-                    mp_context=multiprocessing.get_context("forkserver"),
-                    initializer=_start_worker,
-                )
+                with _started_lock:
+                    started = _started.pop(self.jobs, None)
+                self._executor = started or _executor(self.jobs)
             return self._executor
 
     def _discard(self, broken: ProcessPoolExecutor) -> None:

@@ -33,6 +33,7 @@ from typer.core import TyperCommand, TyperGroup
 from typer.main import get_command_from_info, get_command_name
 
 from annotune.core.diagnostics import AnnotuneError, printable
+from annotune.core.render import render
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -397,7 +398,7 @@ def user_errors() -> Iterator[None]:
         yield
     except AnnotuneError as error:
         with suppress(OutputFailed):  # a full stderr: still exit 2 (`finish_output`)
-            print(error.render(), file=sys.stderr)
+            print(render(error), file=sys.stderr)
         raise typer.Exit(code=EXIT_BAD_INPUT) from None
 
 

@@ -15,9 +15,13 @@ the compiler would not see is an error at the definition that wins, and OUT is l
 `--shadow-dir DIR` is the way out for code the user must not edit: tuned copies of the source
 and its headers in DIR (`emit.shadow`), and the arguments that compile them printed.
 
-The common path (OUT already holds the tuned header) only compares a file: the source is not
-parsed, and neither libclang, jinja2 nor rich is imported (a no-op `make` pays for Python,
-typer and this); with `--shadow-dir`, DIR's manifest stands in for the parse.
+What a build works out from the source (the defaults header, the stand-in chosen, that a
+header's values reach the compiler) is kept in the build cache (`results.build_cache`), keyed
+by the bytes of every file it read: the common path, on unchanged files, whether the header is
+a tuned one or the defaults, parses nothing, runs no compiler and imports neither libclang,
+numpy, jinja2 nor rich (a no-op `make` pays for Python, typer and this). A file changed since
+(a vendored header too) is read and checked again, even when OUT is up to date. With
+`--shadow-dir`, DIR's manifest stands in for the parse.
 
 `--env-file FILE` writes the environment the header's values are for (its `ANNOTUNE_ENV_`
 macros: the config's `[file.env]` at the tuned values, `OMP_NUM_THREADS=4` of a tuned thread
@@ -35,6 +39,8 @@ source (a quarter of a second), since the defaults and the parameters come from 
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -50,6 +56,14 @@ from annotune.core.files import same_content
 from annotune.emit import header_env, render_defaults_header, tuned_header_path, write_if_changed
 from annotune.emit.shadow import header_values, recorded_compile, write_copies
 from annotune.emit.sizes import MARKER as SIZES_MARKER
+from annotune.results.build_cache import (
+    BuildRecord,
+    build_key,
+    file_digests,
+    load_record,
+    save_record,
+    text_digest,
+)
 from annotune.run.device import DEVICE_ENV, current_device_name
 
 if TYPE_CHECKING:
@@ -135,34 +149,15 @@ def build(
             return
         name = device or current_device_name()
         header = tuned_header_path(file, name, out_dir)
-        tuned = header.is_file()
-        problem = None
-        if not tuned:
-            stand_in = _stand_in(file, name, out_dir, config, gpus)
-            if stand_in is not None:
-                header, tuned = stand_in.header, True
-                print(f"annotune: warning: {stand_in.warning}", file=sys.stderr)
-        if tuned:
-            text = _read(header)
-        else:
-            problem = _problem(file, config)
-            text = render_defaults_header(problem, device=name, tool_version=__version__)
-            print(
-                f"annotune: warning: no tuned header for device '{name}' ({header}); "
-                f"wrote the defaults from {file}",
-                file=sys.stderr,
-            )
-        compile_args = None
         if shadow_dir is not None:
+            text, tuned, header, problem = _header_text(file, name, header, out_dir, config, gpus)
             compile_args = recorded_compile(shadow_dir, text) if tuned else None
             if compile_args is None:
                 problem = problem or _problem(file, config)
                 compile_args = _shadow(problem, file, text, header, shadow_dir)
-        elif not same_content(out, text.encode("utf-8")):
-            problem = problem or _problem(file, config)
-            if tuned:
-                _check_reaches(problem, file, text, header)
-            _check_compiled(problem, text, out)
+        else:
+            compile_args = None
+            text, tuned, header = _checked_text(file, name, header, out, out_dir, config, gpus)
         env = _environment(text, header if tuned else out, env_file)
         changed = write_if_changed(out, text)
         if env_file is not None and env is not None:
@@ -180,6 +175,129 @@ def build(
         )
     elif compile_args is not None:
         print(shlex.join(compile_args))
+
+
+def _header_text(
+    file: Path,
+    name: str,
+    header: Path,
+    out_dir: Path | None,
+    config: Path | None,
+    gpus: Path | None,
+) -> tuple[str, bool, Path, Problem | None]:
+    """The header for device `name`, worked out without the build cache (`--shadow-dir`): its
+    text, whether it is a tuned one (the device's own, or a stand-in's), its path, and the
+    problem when the source was read for it."""
+    if header.is_file():
+        return _read(header), True, header, None
+    stand_in = _stand_in(file, name, out_dir, config, gpus)
+    if stand_in is not None:
+        print(f"annotune: warning: {stand_in.warning}", file=sys.stderr)
+        return _read(stand_in.header), True, stand_in.header, None
+    problem = _problem(file, config)
+    _say_defaults(name, header, file)
+    return _defaults(problem, name), False, header, problem
+
+
+def _checked_text(
+    file: Path,
+    name: str,
+    header: Path,
+    out: Path,
+    out_dir: Path | None,
+    config: Path | None,
+    gpus: Path | None,
+) -> tuple[str, bool, Path]:
+    """The header for device `name`, its values checked to reach the compiler (AnnotuneError
+    when one would not): its text, whether it is a tuned one, and its path.
+
+    From the build cache (`results.build_cache`) while the files it was worked out from hold
+    the same bytes: then the source is not parsed, nor the compiler run, nor the GPU tables
+    read. Else worked out, checked and recorded. A check's note is said when the check runs
+    or OUT changes."""
+    devices = _tuned_devices(header)
+    tuned = header.parent.name in devices
+    key = build_key(
+        __version__,
+        *(p and os.path.abspath(p) for p in (file, out, out_dir, config, gpus)),
+        name,
+        devices,
+        [os.environ.get(variable) for variable in _ENVIRONMENT],
+    )
+    record = load_record(file, key)
+    problem = None
+    keep = True
+    if record is None:
+        before = file_digests([file])
+        stand_in = None
+        if not tuned:
+            found = _stand_in(file, name, out_dir, config, gpus)
+            stand_in = (str(found.header), found.warning) if found is not None else None
+        problem = _problem(file, config)
+        defaults = None if tuned or stand_in else _defaults(problem, name)
+        record = BuildRecord(_inputs(problem, file, gpus), stand_in, defaults)
+        keep = before.items() <= record.inputs.items()  # else the source changed as it was read
+    if not tuned and record.stand_in is not None:
+        header, tuned = Path(record.stand_in[0]), True
+        print(f"annotune: warning: {record.stand_in[1]}", file=sys.stderr)
+    if tuned:
+        text = _read(header)
+    else:
+        text = record.defaults or _defaults(problem or _problem(file, config), name)
+        _say_defaults(name, header, file)
+    digest = text_digest(text)
+    note = record.checked.get(digest)
+    checking = note is None
+    if note is None:
+        problem = problem or _problem(file, config)
+        if tuned:
+            _check_reaches(problem, file, text, header)
+        note, lasting = _check_compiled(problem, text, out)
+        record = dataclasses.replace(record, checked={**record.checked, digest: note})
+        failed = save_record(file, key, record) if keep and lasting else ""
+        if failed:
+            print(f"annotune: note: {failed}: the next build reads {file} again", file=sys.stderr)
+    if note and (checking or not same_content(out, text.encode("utf-8"))):
+        print(note, file=sys.stderr)
+    return text, tuned, header
+
+
+_ENVIRONMENT = ("PATH", "CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH")
+"""What of the environment the check depends on: which compiler runs, and where it looks."""
+
+
+def _tuned_devices(header: Path) -> list[str]:
+    """The devices (folder names) beside `header`'s that hold a tuned header of the same
+    source: what the choice of a stand-in depends on."""
+    try:
+        folders = sorted(header.parent.parent.iterdir())
+    except OSError:
+        return []
+    return [folder.name for folder in folders if (folder / header.name).is_file()]
+
+
+def _inputs(problem: Problem, file: Path, gpus: Path | None) -> dict[str, str | None]:
+    """The digest of every file what `build` works out depends on: the source and every file
+    the front end read, the config, every place a config could be found (the folders above the
+    source, each config name: one that appears is a change), and the `--gpus` table."""
+    from annotune.annotate.config import CONFIG_NAMES
+
+    start = Path(os.path.realpath(file)).parent
+    places = [folder / name for folder in (start, *start.parents) for name in CONFIG_NAMES]
+    config = [problem.config_file] if problem.config_file else []
+    return file_digests([file, *problem.files, *config, *places, *([gpus] if gpus else [])])
+
+
+def _defaults(problem: Problem, name: str) -> str:
+    return render_defaults_header(problem, device=name, tool_version=__version__)
+
+
+def _say_defaults(name: str, header: Path, file: Path) -> None:
+    print(
+        f"annotune: warning: no tuned header for device '{name}' ({header}); "
+        f"wrote the defaults from {file}",
+        file=sys.stderr,
+    )
 
 
 def _environment(text: str, header: Path, env_file: Path | None) -> dict[str, str] | None:
@@ -356,12 +474,13 @@ def _check_reaches(problem: Problem, file: Path, text: str, header: Path) -> Non
     )
 
 
-def _check_compiled(problem: Problem, text: str, out: Path) -> None:
+def _check_compiled(problem: Problem, text: str, out: Path) -> tuple[str, bool]:
     """AnnotuneError when the compiler, given OUT's text with `-include`, would not see its
     values: read with the compiler's own preprocessor (the config's compile command, else the
     language's default compiler), the last word after the source's definitions are read.
-    A compiler that cannot be run so, or a source it cannot preprocess alone, is said on
-    stderr: the header is then written on the static check alone."""
+    A compiler that cannot be run so, or a source it cannot preprocess alone, is the line
+    returned, for stderr ("" when none): the header is then written on the static check
+    alone. With it, whether the outcome lasts while the files do (a timeout does not)."""
     import tempfile
 
     from annotune.builder.compiler import CompilerCommand, default_compiler
@@ -369,7 +488,7 @@ def _check_compiled(problem: Problem, text: str, out: Path) -> None:
     from annotune.emit.sizes import read_size_table
 
     if read_size_table(text, str(out)) is not None:
-        return  # which size's values the compiler takes is its -D's: each was checked above
+        return "", True  # which size's values the compiler takes is its -D's: each was checked
     values = {name: macro_number(value) for name, (value, _) in header_values(text).items()}
     settings = problem.settings
     command = (
@@ -382,23 +501,22 @@ def _check_compiled(problem: Problem, text: str, out: Path) -> None:
         written.write_text(text, encoding="utf-8")
         result = check_header(problem, written, values, command, Path(scratch))
     if result is None:
-        print(
+        return (
             f"annotune: note: {command.argv[0]} cannot be run preprocess-only here: the values "
-            f"the compiler sees with {out} were checked from the source alone",
-            file=sys.stderr,
-        )
-    elif not result.ok and (result.transient or "preprocessing failed" in result.error):
-        print(
+            f"the compiler sees with {out} were checked from the source alone"
+        ), True
+    if not result.ok and (result.transient or "preprocessing failed" in result.error):
+        return (
             f"annotune: warning: {result.error}; the values the compiler sees with {out} were "
-            "checked from the source alone",
-            file=sys.stderr,
-        )
-    elif not result.ok:
+            "checked from the source alone"
+        ), not result.transient
+    if not result.ok:
         raise AnnotuneError(
             result.error.replace(str(written), str(out)),
             hint="a definition annotune did not read wins over the header's: it cannot "
             "be written as it is",
         )
+    return "", True
 
 
 def _shadow(problem: Problem, file: Path, text: str, header: Path, directory: Path) -> list[str]:

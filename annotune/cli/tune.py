@@ -8,9 +8,10 @@ space on other GPUs, the search starts from what they teach (`--no-transfer`: it
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 from rich.progress import (
@@ -24,6 +25,7 @@ from rich.progress import (
 
 from annotune.annotate import read_problem
 from annotune.annotate.summary import require_legal
+from annotune.builder.nvrtc import start_pool
 from annotune.cli.app import (
     EXIT_FAILED,
     ConfigPath,
@@ -51,24 +53,24 @@ from annotune.cli.params import (
 )
 from annotune.core.diagnostics import AnnotuneError
 from annotune.core.records import OBJECTIVE_GAINS, OBJECTIVE_UNITS, OBJECTIVES
+from annotune.core.render import render
 from annotune.emit import check_headers_writable
 from annotune.emit.sizes import parse_sizes
 from annotune.run.backends import BACKENDS
 from annotune.run.program import TIME_UNITS
 from annotune.search import STRATEGY_NAMES
 from annotune.session.compile_only import CompileReport, compile_configurations
-from annotune.session.concurrent import DeviceRate
-from annotune.session.distributed import tune_devices
 from annotune.session.options import TuneArguments, tune_options
-from annotune.session.sizes import tune_sizes
-from annotune.session.tuner import (
+from annotune.session.report import (
     FailureKind,
     NoCudaDevice,
     TuneProgress,
     TuneReport,
     WallBreakdown,
-    tune,
 )
+
+if TYPE_CHECKING:
+    from annotune.session.concurrent import DeviceRate
 
 SHOWN_FAILURE_KINDS = 3
 
@@ -250,7 +252,10 @@ def tune_command(
     recheck_rounds: Annotated[
         int,
         typer.Option(
-            min=1, max=MAX_COUNT, help="Interleaved rounds of that final check (at least 6)."
+            min=1,
+            max=MAX_COUNT,
+            help="The most interleaved rounds of that final check (at least 6); it stops "
+            "sooner once its verdict is decided.",
         ),
     ] = 30,
     retry_failed: Annotated[
@@ -427,6 +432,9 @@ def tune_command(
             check_headers_writable(file, out_dir)
             _tune_sizes(file, given, name, values, config, json)
             return
+        if mode == "kernel" and compiler is None:
+            # NVRTC's workers start (about a second) while libclang parses the source.
+            start_pool(max(1, jobs or os.cpu_count() or 1))
         problem = read_problem(file, config_path=config)
         require_legal(problem)  # before anything is compiled
         options = tune_options(problem, given)
@@ -434,6 +442,10 @@ def tune_command(
             _report_compiles(compile_configurations(problem, options, arch), json)
             return
         check_headers_writable(problem.source, options.out_dir)
+        # The search and its models (scikit-learn: a second or two) are imported only to tune.
+        from annotune.session.distributed import tune_devices
+        from annotune.session.tuner import tune
+
         try:
             with _ProgressDisplay(enabled=not json and stderr.is_terminal) as display:
                 if options.ray:
@@ -441,7 +453,7 @@ def tune_command(
                 else:
                     reports = [tune(problem, options, display.update)]
         except NoCudaDevice as error:
-            stderr.print(error.render(), markup=False, highlight=False)
+            stderr.print(render(error), markup=False, highlight=False)
             raise typer.Exit(code=EXIT_FAILED) from None
     if json and options.ray:  # one report per kind of device, however many kinds
         print_json({"tunes": [report.to_json() for report in reports]})
@@ -533,12 +545,14 @@ def _tune_sizes(
             )
         displays.append(_ProgressDisplay(enabled=not json and stderr.is_terminal).__enter__())
 
+    from annotune.session.sizes import tune_sizes
+
     try:
         report = tune_sizes(
             file, given, name, values, config_path=config, on_size=on_size, on_progress=update
         )
     except NoCudaDevice as error:
-        stderr.print(error.render(), markup=False, highlight=False)
+        stderr.print(render(error), markup=False, highlight=False)
         raise typer.Exit(code=EXIT_FAILED) from None
     finally:
         if displays:
@@ -732,6 +746,12 @@ def _print_report(report: TuneReport) -> None:
             f"speedup       {verdict.speedup:.2f}x{what} (95% interval "
             f"{low:.2f}-{high:.2f}; re-measured against the baseline, interleaved, "
             f"{verdict.rounds} rounds)"
+        )
+    if verdict is not None and verdict.contenders:
+        early = ", stopped once decided" if verdict.stopped_early else ""
+        stdout.print(
+            f"final check   {len(verdict.contenders)} contender(s) and the baseline, "
+            f"{verdict.rounds} rounds{early}"
         )
     if report.header is not None:
         stdout.print(f"header        {report.header}", markup=False, highlight=False)

@@ -39,6 +39,11 @@ PREDICTION_TREES = 256
 is a zero-shot prediction and the `transfer` strategy's first measurement, so the forest's luck
 must not decide it (docs/experiments/transfer.md)."""
 
+PREDICTION_ROWS = 24_000
+"""Training rows of the ranking forest (`score_space`) at most: beyond, each source gives a
+uniform sample of PREDICTION_ROWS / sources rows. Five sources of the convolution space
+(21,810 rows) are used whole; ten would take the fit from about 10 s to 40 s (issue 38)."""
+
 
 @dataclass(frozen=True)
 class Source:
@@ -177,7 +182,11 @@ def score_space(
     `features`; higher is better).
 
     The fit-and-score step that both the `transfer` strategy and the zero-shot prediction
-    (`annotune.transfer.adapt.zero_shot`) take, so that they rank a space alike.
+    (`annotune.transfer.adapt.zero_shot`) take, so that they rank a space alike. The forest
+    learns from `PREDICTION_ROWS` rows at most.
     """
+    total = sum(source.rows.size for source in sources)
+    per_source = None if total <= PREDICTION_ROWS else PREDICTION_ROWS // len(sources)
     model_ = TransferModel(space, columns, model=model, target=target)
-    return model_.fit(sources, rng).predict(np.asarray(target_features, dtype=np.float64))
+    fitted = model_.fit(sources, rng, rows_per_source=per_source)
+    return fitted.predict(np.asarray(target_features, dtype=np.float64))

@@ -26,6 +26,7 @@ of CUDA (clang) gives no such report, and the report says so.
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Sequence
@@ -35,13 +36,16 @@ from pathlib import Path
 import numpy as np
 
 from annotune.annotate import Problem, problem_space
+from annotune.annotate.problem import chosen_kernel
 from annotune.builder import Builder, CompilerCommand, default_compiler
 from annotune.builder.compiler import sm, with_arch
+from annotune.builder.nvrtc import nvrtc_unavailable, start_pool
 from annotune.core.diagnostics import AnnotuneError
 from annotune.core.records import BuildResult, Candidates, KernelResources
-from annotune.results.database import workspace
+from annotune.results.workspace import workspace
 from annotune.search import create
-from annotune.session.tuner import FailureKind, TuneOptions, failure_kind, kernel_mode
+from annotune.session.options import TuneOptions, kernel_mode
+from annotune.session.report import FailureKind, failure_kind
 from annotune.transfer.features import lookup
 
 _ARCH = re.compile(r"sm_(\d+)(\d)")
@@ -129,17 +133,23 @@ def compile_configurations(
     """Compile `options.budget` configurations of `problem` (all legal ones when None) as
     `tune` would, run none, and report compiles, failures and kernel resources.
 
-    AnnotuneError when `arch` is not "sm_XY", `--device` names no NVIDIA GPU of the table, or
-    the compile command cannot take an architecture.
+    AnnotuneError when `arch` is not "sm_XY", `--device` names no NVIDIA GPU of the table, the
+    compile command cannot take an architecture, or kernel mode has no kernel to compile
+    (`chosen_kernel`: checked before any compile).
     """
     started = time.monotonic()
+    kernel = chosen_kernel(problem, options.mode, options.kernel)
+    nvrtc = kernel is not None and options.compiler is None
+    if nvrtc and not nvrtc_unavailable():
+        # NVRTC's workers start while the space is enumerated; as wide as the Builder's pool,
+        # which takes them.
+        start_pool(max(1, options.jobs or os.cpu_count() or 1))
     space = problem_space(problem)
     rng = np.random.default_rng(options.seed)
     legal, legal_count = space.search_rows(rng)
     cuda = problem.language == "cuda" or kernel_mode(problem, options.mode)
     capability = _compute_capability(arch, options.device if cuda else None)
     place = workspace(problem.source)
-    nvrtc = kernel_mode(problem, options.mode) and options.compiler is None
     if nvrtc and capability is None:
         capability = NVRTC_DEFAULT_ARCH
     default = space.to_dicts(space.default_row()[None, :])[0]

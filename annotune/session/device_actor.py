@@ -1,6 +1,7 @@
 """One device of a Ray cluster: the class each device's actor runs (`annotune.session.
 distributed`), kept apart so that a replay device's worker process imports only the replay
-device (a tenth of a second) and not the whole tuner with its models (a second or more)."""
+device (a tenth of a second) and not the runners or the tuner with its models (a second or
+more)."""
 
 from __future__ import annotations
 
@@ -19,18 +20,20 @@ if TYPE_CHECKING:
     from annotune.annotate.kernel import KernelSpec
     from annotune.builder import CompilerCommand
     from annotune.run.program import RunSpec
-    from annotune.session.tuner import TuneOptions
+    from annotune.session.options import MeasureSettings
 
 
 @dataclass(frozen=True)
 class DeviceRecipe:
-    """What an actor makes its measurer from: a replay table, or the problem and options of
-    a tune on its GPU. Sent to the actor's process, so it is small and plain."""
+    """What an actor makes its measurer from: a replay table, or the problem and measuring
+    settings of a tune on its GPU, with the device name the user gave. Sent to the actor's
+    process, so it is small and plain."""
 
     table: ReplayTable | None = None
     delay: float | None = None
     problem: Problem | None = None
-    options: TuneOptions | None = None
+    settings: MeasureSettings | None = None
+    device: str | None = None
 
 
 @dataclass(frozen=True)
@@ -43,7 +46,7 @@ class DeviceInfo:
     compiler: CompilerCommand | None = None
     nvrtc_arch: tuple[int, int] | None = None
     run_dir: Path | None = None
-    run_spec: RunSpec | KernelSpec | None = None  # what `tuner.run_key` reads; None: replay
+    run_spec: RunSpec | KernelSpec | None = None  # what `measurers.run_key` reads; None: replay
 
 
 class DeviceActor:
@@ -57,13 +60,13 @@ class DeviceActor:
             self.measurer: Any = ReplayMeasurer(recipe.table, recipe.delay)
             self.info = DeviceInfo(recipe.table.device, self.measurer.to_json())
             return
-        from annotune.session.tuner import open_measurer  # a GPU's: the whole tuner
+        from annotune.session.measurers import open_measurer  # a GPU's: not for replay
 
-        assert recipe.problem is not None and recipe.options is not None
-        measurer, compiler, arch = open_measurer(recipe.problem, recipe.options, self.resources)
+        assert recipe.problem is not None and recipe.settings is not None
+        measurer, compiler, arch = open_measurer(recipe.problem, recipe.settings, self.resources)
         self.measurer = measurer
         self.info = DeviceInfo(
-            recipe.options.device or assigned_gpu_name(),
+            recipe.device or assigned_gpu_name(),
             measurer.to_json(),
             tuple(measurer.warnings),
             compiler,

@@ -4,16 +4,16 @@
 `--ray-address`, or starts a local one, and makes one Ray actor (`DeviceActor`) per device:
 
 * A GPU is an actor with `num_gpus=1` that holds the ordinary measurer `annotune tune` uses on
-  its own machine (`tuner.open_measurer`: kernel or program mode), made inside the actor, where
+  its own machine (`measurers.open_measurer`: kernel or program mode), made inside the actor, where
   Ray's `CUDA_VISIBLE_DEVICES` gives it its own GPU. A replay device (`--replay FILE`) holds a
   `ReplayMeasurer` of the recording and takes no GPU, so the whole path runs without one.
 * Devices of the same kind (the GPU's name; one recording) share one study and one header:
-  `tuner.tune_on` searches for the kind and measures each batch on all its devices at once
+  `loop.tune_on` searches for the kind and measures each batch on all its devices at once
   through a `RayPool` (`annotune.session.concurrent`). Several kinds are tuned at the same
   time, one thread each, each with its own study, header and report, and each learns from
   the others as their results arrive: its search is the `transfer` strategy, which ranks the
   space again with the other kinds' measurements once they hold enough
-  (`tuner._LiveTransfer`).
+  (`learning.LiveTransfer`).
 * Compiles stay on the driver, in the tune's own Builder pool (NVRTC workers, nvcc, the
   compile cache with its dependency tracking and checks): moving them into Ray tasks would
   ship every source and header out and every executable back, for no gain on the single node
@@ -48,21 +48,17 @@ from types import ModuleType
 from typing import Any
 
 from annotune.annotate import Problem, problem_space
+from annotune.annotate.problem import chosen_kernel
 from annotune.core.diagnostics import AnnotuneError
 from annotune.core.records import BuildResult, Measurement, Number
 from annotune.session.concurrent import DeviceRate, DevicesLost, Work
 from annotune.session.device_actor import DeviceActor, DeviceInfo, DeviceRecipe
+from annotune.session.loop import tune_on
+from annotune.session.measurers import run_environment, run_key
+from annotune.session.options import TuneOptions
+from annotune.session.plan import Devices
 from annotune.session.replay_device import ReplayTable, load_table
-from annotune.session.tuner import (
-    Devices,
-    NoCudaDevice,
-    ProgressCallback,
-    TuneOptions,
-    TuneReport,
-    run_environment,
-    run_key,
-    tune_on,
-)
+from annotune.session.report import NoCudaDevice, ProgressCallback, TuneReport
 
 DEPTH = 2
 """Pieces of work each device holds at once: the one it measures and the next, so that it
@@ -305,7 +301,9 @@ def tune_devices(
     """Tune `problem` on the devices of a Ray cluster (module docstring): one report per
     kind of device, in the order the kinds were found. AnnotuneError when Ray is missing,
     the cluster cannot be joined or has too few devices, or (`one_kind`) its devices are of
-    several kinds; NoCudaDevice when it has no GPU and no recording is given."""
+    several kinds; NoCudaDevice when it has no GPU and no recording is given; before Ray starts,
+    an AnnotuneError when `--mode kernel` or `--kernel` names no declared kernel."""
+    chosen_kernel(problem, options.mode, options.kernel)
     ray = import_ray()
     with _cluster(ray, options.ray_address):
         kinds = _start_kinds(ray, problem, options)
@@ -382,7 +380,8 @@ def _start_kinds(ray: ModuleType, problem: Problem, options: TuneOptions) -> lis
     if count > gpus:
         raise AnnotuneError(f"--devices {count}: the Ray cluster has {gpus} GPUs")
     run = replace(options.run, cwd=options.run.cwd or Path.cwd())  # the driver's, not Ray's
-    recipe = DeviceRecipe(problem=problem, options=replace(options, run=run))
+    settings = replace(options.measuring(), run=run)
+    recipe = DeviceRecipe(problem=problem, settings=settings, device=options.device)
     started = _start(ray, remote, recipe, count, f"annotune-{token}", {"num_gpus": 1})
     return _grouped(ray, started)
 

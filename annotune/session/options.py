@@ -9,7 +9,7 @@ and nowhere else; the CLI only parses into `TuneArguments` and prints what `tune
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, TypeVar
 
@@ -17,10 +17,9 @@ from annotune.annotate import Problem
 from annotune.annotate.problem import RunSettings
 from annotune.builder import CompilerCommand
 from annotune.core.diagnostics import AnnotuneError
-from annotune.core.records import Number
+from annotune.core.records import OBJECTIVES, Number
 from annotune.run.program import RunSpec, env_placeholders
-from annotune.session.tuner import TuneOptions, kernel_mode
-from annotune.transfer.prior import TRANSFER_STRATEGIES
+from annotune.search import TRANSFER_STRATEGIES
 
 T = TypeVar("T")
 
@@ -28,6 +27,95 @@ KERNEL_CHECK_RTOL = 1e-5
 """Kernel mode's default relative tolerance: its inputs are random floats, so an 8192-term
 float32 sum in another order differs from the default's by up to about 4e-6 (gesummv, mvt);
 a missing term differs by about 1e-4."""
+
+
+@dataclass(frozen=True)
+class TuneOptions:
+    """Everything `tune` can be told; every field has a documented default."""
+
+    strategy: str = "iterml"
+    budget: int | None = 100  # measurements (new + reused); None = until the strategy is done
+    seconds: float | None = None  # wall-time budget
+    seed: int = 0
+    device: str | None = None  # default: the GPU's name, else cpu-<model>
+    jobs: int | None = None  # parallel compiles; default: the core count
+    out_dir: Path | None = None  # default: tuned/ beside the source
+    db_path: Path | None = None  # default: .annotune/results.db beside the source (workspace)
+    cache_dir: Path | None = None  # default: .annotune/cache beside the source (workspace)
+    fresh: bool = False
+    compiler: CompilerCommand | None = None  # default: by language (see build.compiler)
+    compile_timeout: float = 300.0
+    run: RunSpec = field(default_factory=RunSpec)
+    mode: str = "auto"  # "program", "kernel", or "auto": kernel when the source declares one
+    kernel: str | None = None  # which `#pragma annotune kernel` (needed when there are several)
+    backend: str | None = None  # kernel mode: "pycuda" or "cuda-python" (default: what imports)
+    transfer: bool = True  # learn from other GPUs' results (only for iterml and transfer)
+    transfer_from: tuple[Path, ...] = ()  # T4 / Kernel Tuner cache files of other GPUs
+    recheck: int = 3  # contenders re-measured against the baseline at the end; 0: none
+    recheck_rounds: int = 30  # interleaved rounds of that check (6 at least for an interval)
+    drift_every: int = 25  # new measurements between re-measurements of the default; 0: never
+    retry_failed: bool = False  # measure the study's failed configurations again
+    reference: dict[str, Number] | None = None  # the baseline instead of the default
+    check: bool = True  # compare each configuration's output with the baseline's
+    flush_l2: bool | None = None  # kernel mode: None flushes when the data fit in L2
+    write_header: bool = True  # False: the caller writes it (`tune --sizes`: one for all sizes)
+    ray: bool = False  # measure on devices that are Ray actors (`annotune.session.distributed`)
+    ray_address: str | None = None  # the cluster to join; None: start a local one
+    devices: int | Literal["all"] | None = None  # --ray: how many; None: every GPU (1 replay)
+    replay: tuple[Path, ...] = ()  # recordings served by replay devices instead of GPUs
+    replay_delay: float | None = 0.1  # seconds a replay measurement takes; None: recorded
+    sync: bool = False  # several devices measure the search's own batches, each waited for whole
+    objective: str = "time"  # what the search minimises: "time", "energy" or "edp" (OBJECTIVES)
+    gpus: Path | None = None  # the user's GPU table (`--gpus`), over the config's [[gpu]]
+
+    def __post_init__(self) -> None:
+        if self.objective not in OBJECTIVES:
+            raise AnnotuneError(
+                f"unknown objective {self.objective!r}: one of {', '.join(OBJECTIVES)}"
+            )
+        if self.objective != "time" and self.replay:
+            raise AnnotuneError(
+                f"--objective {self.objective} needs energy, and a recording holds times only: "
+                "replay devices tune for time"
+            )
+
+    def measuring(self) -> MeasureSettings:
+        """The settings a measurer is made from."""
+        return MeasureSettings(
+            mode=self.mode,
+            kernel=self.kernel,
+            backend=self.backend,
+            compiler=self.compiler,
+            run=self.run,
+            check=self.check,
+            flush_l2=self.flush_l2,
+            seed=self.seed,
+            objective=self.objective,
+        )
+
+
+@dataclass(frozen=True)
+class MeasureSettings:
+    """What a measurer is made from (`annotune.session.measurers.open_measurer`): the part of
+    `TuneOptions` a device needs, small enough to send to a Ray actor's process."""
+
+    mode: str = "auto"
+    kernel: str | None = None
+    backend: str | None = None
+    compiler: CompilerCommand | None = None
+    run: RunSpec = field(default_factory=RunSpec)
+    check: bool = True
+    flush_l2: bool | None = None
+    seed: int = 0
+    objective: str = "time"
+
+
+def kernel_mode(problem: Problem, mode: str) -> bool:
+    """Whether `mode` ("program", "kernel" or "auto": kernel when the source declares one)
+    launches a kernel in process rather than running the program."""
+    if mode not in ("program", "kernel", "auto"):
+        raise AnnotuneError(f"unknown mode {mode!r} (expected program, kernel or auto)")
+    return mode == "kernel" or (mode == "auto" and bool(problem.kernels))
 
 
 @dataclass(frozen=True)

@@ -22,16 +22,10 @@ from annotune.annotate.summary import require_legal
 from annotune.core.diagnostics import AnnotuneError
 from annotune.emit import tuned_header_path, write_if_changed
 from annotune.emit.sizes import SizeEntry, SizeTable, render_size_header
-from annotune.session.options import TuneArguments, tune_options
-from annotune.session.tuner import (
-    ProgressCallback,
-    TuneOptions,
-    TuneReport,
-    kernel_mode,
-    run_environment,
-    speedup_claim,
-    tune,
-)
+from annotune.session.measurers import run_environment
+from annotune.session.options import TuneArguments, TuneOptions, kernel_mode, tune_options
+from annotune.session.report import ProgressCallback, TuneReport, speedup_claim
+from annotune.session.tuner import tune
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,13 @@ are not used. There is no profile DFS (annotune collects no hardware profiles); 
 sources all features are used (§3.2's baseline), with one none. docs/experiments/transfer.md
 has the numbers.
 
+Where it departs from the paper for speed (issue 38): the paper fits its model per fold and
+subset. Here subsets that train the same tree model share one fit (`_signature`), which with
+three or four GPUs leaves a few fits per fold; from five GPUs on nearly every subset trains
+its own model and that took over 20 minutes for six GPUs, so there the subsets are scored by
+a cheaper stand-in for the same model, the source blend (`_blend_scores`: one forest per GPU
+in all, folds and subsets then cost a mean of predictions). Every subset is still scored.
+
 `zero_shot` is the one select → fit → rank step (`annotune predict`, `annotune bench
 --transfer`); the `transfer` strategy, which cannot import this stage, fits and scores through
 the same `multitask.score_space` on features chosen here.
@@ -52,6 +59,15 @@ CV_ROWS_PER_SOURCE = 3000
 """Rows per source GPU a CV-DFS model is trained on (a uniform sample of larger spaces): the
 selection fits a model per fold and distinct subset, so it is bounded like this."""
 
+RANKINGS = ("auto", "forest", "blend")
+"""The models CV-DFS can score subsets with (`select_features`)."""
+
+EXHAUSTIVE_FITS = 48
+"""CV-DFS scores subsets with the multi-task forest itself while that takes at most this many
+fits over all folds: with three or four GPUs a fold has at most four distinct models (12 to
+16 fits). With five or more GPUs nearly every subset trains a distinct model (hundreds of fits
+per fold, 20 minutes for six GPUs), so the source blend (`_blend_scores`) scores them."""
+
 
 @dataclass(frozen=True)
 class Selection:
@@ -59,7 +75,8 @@ class Selection:
 
     `columns` index the feature vectors; `names` are their names. `method` is "cv" (CV-DFS
     ran; `score` is the winner's mean best normalized performance among the top picks on the
-    held-out GPUs, `correlation` its mean rank correlation), "all" (the full set: two sources,
+    held-out GPUs, `correlation` its mean rank correlation, `ranking` the model that scored
+    the subsets: "forest" or "blend", see `select_features`), "all" (the full set: two sources,
     or no selection asked for) or "none" (one source: no feature can matter).
     """
 
@@ -68,6 +85,7 @@ class Selection:
     method: str
     score: float | None = None
     correlation: float | None = None
+    ranking: str | None = None
 
     def describe(self) -> str:
         """The choice in words, for tables and progress lines."""
@@ -83,6 +101,7 @@ class Selection:
             "method": self.method,
             "cv_score": self.score,
             "cv_correlation": self.correlation,
+            "cv_ranking": self.ranking,
         }
 
 
@@ -97,17 +116,23 @@ def select_features(
     top: int = 10,
     model: str | BaseEstimator = "rf",
     target: str = "log",
+    ranking: str = "auto",
 ) -> Selection:
     """CV-DFS over every subset of `min_size`..`max_size` of the device feature columns.
 
     Each source is held out in turn; a subset's score on a fold is the best normalized
     performance among the `top` rows of the held-out source the model trained on the others
     ranks highest (its rank correlation breaks ties). See the module docstring for the
-    fallbacks with fewer than three sources.
+    fallbacks with fewer than three sources. `ranking` names the model that scores the
+    subsets: "forest" (the multi-task model itself, one fit per fold and distinct subset),
+    "blend" (`_blend_scores`: one fit per source GPU in all) or "auto" (the forest while it
+    needs at most `EXHAUSTIVE_FITS` fits, else the blend).
     """
     width = len(names)
     if any(s.features.size != width for s in sources):
         raise ValueError(f"every source needs {width} device features")
+    if ranking not in RANKINGS:
+        raise ValueError(f"ranking must be one of {', '.join(RANKINGS)}")
     if len(sources) < 2:
         return Selection((), (), "none")
     if len(sources) == 2:
@@ -117,21 +142,21 @@ def select_features(
         for size in range(min_size, max_size + 1)
         for c in itertools.combinations(range(width), size)
     ]
-    totals = np.zeros((len(subsets), 2))
+    folds = [
+        ([s for i, s in enumerate(sources) if i != held], sources[held])
+        for held in range(len(sources))
+    ]
     # Common random numbers: every subset's model is fitted with the same seed, so that
     # scores differ by the features, not by the forest's luck.
     seed = int(rng.integers(2**63 - 1))
-    for held in range(len(sources)):
-        train = [s for i, s in enumerate(sources) if i != held]
-        test = sources[held]
-        fitted: dict[frozenset, tuple[float, float]] = {}
-        for k, subset in enumerate(subsets):
-            key = _signature(train, test, subset)
-            if key not in fitted:
-                fitted[key] = _fold_score(
-                    space, train, test, subset, np.random.default_rng(seed), top, model, target
-                )
-            totals[k] += fitted[key]
+    keys = [[_signature(train, test, subset) for subset in subsets] for train, test in folds]
+    fits = sum(len(set(fold)) for fold in keys)
+    if ranking == "forest" or (ranking == "auto" and fits <= EXHAUSTIVE_FITS):
+        ranking = "forest"
+        totals = _forest_scores(space, folds, subsets, keys, seed, top, model, target)
+    else:
+        ranking = "blend"
+        totals = _blend_scores(space, sources, subsets, seed, top, model, target)
     means = totals / len(sources)
     # Best score; then correlation, where it differs by more than the forests' own noise;
     # then the smaller subset, then the order of `names`.
@@ -145,7 +170,89 @@ def select_features(
         "cv",
         float(means[best, 0]),
         float(means[best, 1]),
+        ranking,
     )
+
+
+def _forest_scores(
+    space: np.ndarray,
+    folds: Sequence[tuple[Sequence[Source], Source]],
+    subsets: Sequence[tuple[int, ...]],
+    keys: Sequence[Sequence[frozenset]],
+    seed: int,
+    top: int,
+    model: str | BaseEstimator,
+    target: str,
+) -> np.ndarray:
+    """Per subset, the fold scores of the multi-task model summed over the folds: one fit per
+    fold and distinct `_signature` (`keys[fold][subset]`)."""
+    totals = np.zeros((len(subsets), 2))
+    for (train, test), fold_keys in zip(folds, keys, strict=True):
+        fitted: dict[frozenset, tuple[float, float]] = {}
+        for k, subset in enumerate(subsets):
+            key = fold_keys[k]
+            if key not in fitted:
+                transfer = TransferModel(space, subset, model=model, target=target, trees=None)
+                rng = np.random.default_rng(seed)
+                transfer.fit(train, rng, rows_per_source=CV_ROWS_PER_SOURCE)
+                fitted[key] = _judge(transfer.predict(test.features, test.rows), test, rng, top)
+            totals[k] += fitted[key]
+    return totals
+
+
+def _blend_scores(
+    space: np.ndarray,
+    sources: Sequence[Source],
+    subsets: Sequence[tuple[int, ...]],
+    seed: int,
+    top: int,
+    model: str | BaseEstimator,
+    target: str,
+) -> np.ndarray:
+    """Per subset, the fold scores of the source blend summed over the folds.
+
+    The blend stands in for the multi-task model where fitting that per fold and subset
+    would take minutes (five or more GPUs): each source GPU's own model (no device features)
+    is fitted once, and a fold's prediction for the held-out GPU is the mean of the models of
+    the training GPUs nearest to it in the subset's features (`_nearest`). That is what the
+    forest does with device features that are constant per GPU: its splits on them group the
+    training GPUs and route the held-out one to the group on its side of each midpoint, and
+    within a group it pools. A fold's score then costs a weighted mean of predictions, so
+    every subset is still scored (no pruned search) and one fit per GPU serves every fold.
+    """
+    predictions = np.array(
+        [
+            TransferModel(space, (), model=model, target=target, trees=None)
+            .fit([source], np.random.default_rng(seed), rows_per_source=CV_ROWS_PER_SOURCE)
+            .predict(source.features)
+            for source in sources
+        ]
+    )
+    totals = np.zeros((len(subsets), 2))
+    for held, test in enumerate(sources):
+        train = [i for i in range(len(sources)) if i != held]
+        values = np.array([sources[i].features for i in train])
+        judged: dict[tuple[int, ...], tuple[float, float]] = {}
+        for k, subset in enumerate(subsets):
+            near = tuple(train[i] for i in _nearest(values, test.features, subset))
+            if near not in judged:
+                blend = predictions[list(near)][:, test.rows].mean(axis=0)
+                judged[near] = _judge(blend, test, np.random.default_rng(seed), top)
+            totals[k] += judged[near]
+    return totals
+
+
+def _nearest(values: np.ndarray, target: np.ndarray, subset: Sequence[int]) -> np.ndarray:
+    """Rows of `values` (training GPUs' features) nearest to `target` in the `subset`
+    columns: L1 distance with each column scaled by its range over the training GPUs
+    (columns constant there ignored, as a tree never splits on them); all rows when none
+    is left."""
+    columns = [c for c in subset if np.ptp(values[:, c]) > 0]
+    if not columns:
+        return np.arange(values.shape[0])
+    scaled = np.abs(values[:, columns] - target[columns]) / np.ptp(values[:, columns], axis=0)
+    distance = scaled.sum(axis=1)
+    return np.flatnonzero(distance <= distance.min() + 1e-12)
 
 
 def _signature(train: Sequence[Source], test: Source, subset: Sequence[int]) -> frozenset:
@@ -167,19 +274,11 @@ def _signature(train: Sequence[Source], test: Source, subset: Sequence[int]) -> 
     return frozenset(parts)
 
 
-def _fold_score(
-    space: np.ndarray,
-    train: Sequence[Source],
-    test: Source,
-    subset: Sequence[int],
-    rng: np.random.Generator,
-    top: int,
-    model: str | BaseEstimator,
-    target: str,
+def _judge(
+    predicted: np.ndarray, test: Source, rng: np.random.Generator, top: int
 ) -> tuple[float, float]:
-    transfer = TransferModel(space, subset, model=model, target=target, trees=None)
-    transfer.fit(train, rng, rows_per_source=CV_ROWS_PER_SOURCE)
-    predicted = transfer.predict(test.features, test.rows)
+    """A fold's score of a prediction for the held-out GPU's rows: the best normalized
+    performance among its `top` picks (ties broken at random), and its rank correlation."""
     actual = np.where(test.performance > INVALID_PERFORMANCE, test.performance, 0.0)
     order = np.lexsort((rng.random(predicted.size), -predicted))
     correlation = spearmanr(predicted, actual).statistic

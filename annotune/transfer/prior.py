@@ -39,9 +39,6 @@ from annotune.transfer.resolve import (
     shared_names,
 )
 
-TRANSFER_STRATEGIES = ("iterml", "transfer")
-"""The strategies that `tune` warm-starts from other GPUs' results (others run as asked)."""
-
 
 @dataclass(frozen=True)
 class Prior:

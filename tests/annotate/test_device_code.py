@@ -13,6 +13,7 @@ import annotune.annotate.kernel as kernel_module
 from annotune.annotate import read_problem
 from annotune.annotate.device_code import (
     DEVICE_HEADERS,
+    GLIBC_PRELUDE,
     NVRTC_PRELUDE,
     DeviceCode,
     device_code,
@@ -33,12 +34,17 @@ OK = nvrtc.nvrtcResult.NVRTC_SUCCESS
 
 
 def nvrtc_compile(
-    source: bytes, path: Path, *, prelude: bool = True, names: tuple[str, ...] = ()
+    source: bytes,
+    path: Path,
+    *,
+    prelude: bool = True,
+    names: tuple[str, ...] = (),
+    text: str = NVRTC_PRELUDE,
 ) -> tuple[bool, str, dict[str, str]]:
     """Compile `source` as the NVRTC builder does: sm_90, the prelude pre-included, -I the
     file's directory, annotune's include dir and the toolkit's. Returns whether it compiled,
     the log and the lowered name of each of `names` (kernels, as `&name` expressions)."""
-    headers = [NVRTC_PRELUDE.encode()] if prelude else []
+    headers = [text.encode()] if prelude else []
     header_names = [PRELUDE_NAME.encode()] if prelude else []
     error, program = nvrtc.nvrtcCreateProgram(
         source, str(path).encode(), len(headers), headers, header_names
@@ -395,3 +401,50 @@ def test_problem_without_kernels_has_no_device_code_and_no_second_parse(tmp_path
     problem = read_problem(source)
     assert problem.device_code is None and not problem.kernels
     assert calls == []
+
+
+INT64_KERNEL = """\
+#include <cstdint>
+#include <vector>
+__global__ void scale(float *x, int64_t n) { x[threadIdx.x] *= n; }
+int main() { std::vector<float> x(4); return 0; }
+"""
+
+
+def test_without_libcuxx_int64_t_is_glibcs_and_the_kernel_has_nvccs_name(tmp_path):
+    """NVRTC's libcu++ makes int64_t `long long` (`_Z5scalePfx`); nvcc and kernel mode have
+    glibc's `long` (`_Z5scalePfl`), so such a kernel went to nvcc. Code that includes no
+    libcu++ gets glibc's types, and NVRTC names the kernel as nvcc does."""
+    path = tmp_path / "k.cu"
+    path.write_text(INT64_KERNEL)
+    parsed = parse_source(path)
+    code = device_code(parsed)
+    assert not code.libcuxx and code.prelude == GLIBC_PRELUDE
+    sliced = code.slice(str(path), path.read_bytes())
+    ok, log, lowered = nvrtc_compile(sliced, path, names=("scale",), text=code.prelude)
+    assert ok, log
+    assert lowered == {"scale": "_Z5scalePfl"}
+    (spec,) = kernel_module.kernel_specs(
+        parse_source(_with_pragma(tmp_path)), ["B"], translation_unit=None
+    )
+    assert spec.mangled_name == lowered["scale"]
+
+
+def _with_pragma(tmp_path: Path) -> Path:
+    path = tmp_path / "declared.cu"
+    pragma = "#pragma annotune kernel scale grid(1) block(B) args(inout(B), 2)\n"
+    path.write_text(pragma + INT64_KERNEL)
+    return path
+
+
+@pytest.mark.parametrize("header", ["cuda/std/cstdint", "cooperative_groups.h", "cuda_pipeline.h"])
+def test_with_libcuxx_the_64_bit_types_are_its_own(tmp_path, header):
+    path = tmp_path / "k.cu"
+    path.write_text(f"#include <{header}>\n" + INT64_KERNEL)
+    code = device_code(parse_source(path))
+    assert code.libcuxx and code.prelude == NVRTC_PRELUDE
+    ok, log, lowered = nvrtc_compile(
+        code.slice(str(path), path.read_bytes()), path, names=("scale",)
+    )
+    assert ok, log
+    assert lowered == {"scale": "_Z5scalePfx"}  # libcu++'s `long long`: the builder's fallback

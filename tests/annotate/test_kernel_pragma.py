@@ -286,3 +286,24 @@ def test_pragma_in_a_local_header_is_located_there(tmp_path):
     text = '#include "k.cuh"\n' + KERNEL
     error = error_of(tmp_path, text)
     assert error.location.file.endswith("k.cuh") and error.location.line == 1
+
+
+def test_array_parameters_are_pointers_to_their_elements(tmp_path):
+    """`double c[][NY][NX]` (HeCBench che-cuda) is a pointer to planes: in(...), out(...)
+    count doubles; a const element makes it const."""
+    text = (
+        "#define NX 8\n#define NY 4\n"
+        "#pragma annotune kernel k grid(1) block(B) args(out(NX * NY * 2), in(NX * NY * 2), 1.0)\n"
+        "__global__ void k(double c[][NY][NX], const double d[][NY][NX], double a) {\n"
+        "  c[0][threadIdx.y][threadIdx.x] = a * d[0][threadIdx.y][threadIdx.x];\n}\n"
+    )
+    (spec,) = specs_of(tmp_path, text)
+    assert [(a.kind, a.dtype, a.const) for a in spec.args] == [
+        ("out", "float64", False),
+        ("in", "float64", True),
+        ("scalar", "float64", False),
+    ]
+    assert spec.mangled_name == "_Z1kPA4_A8_dPA4_A8_Kdd"
+    assert [a.count for a in spec.launch({"B": 32}).args[:2]] == [64, 64]
+    error = error_of(tmp_path, text.replace("in(NX * NY * 2), 1.0", "out(NX * NY * 2), 1.0"))
+    assert error.message.startswith("'d' points to const")

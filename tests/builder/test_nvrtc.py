@@ -14,12 +14,15 @@ from pathlib import Path
 import pytest
 
 from annotune.annotate import Problem, read_problem
-from annotune.builder import Builder
+from annotune.builder import Builder, nvrtc
 from annotune.builder.nvrtc import (
     TEST_EXIT_MARKER,
     NvrtcPool,
     NvrtcRequest,
+    compile_request,
+    nvrtc_options,
     nvrtc_unavailable,
+    start_pool,
     value_checks,
 )
 from annotune.builder.verify import Tuned
@@ -210,15 +213,29 @@ def test_what_the_slice_cannot_fix_is_compiled_by_nvcc(tmp_path):
 
 @needs_nvcc
 def test_a_kernel_nvrtc_names_otherwise_is_compiled_by_nvcc(tmp_path):
-    """NVRTC's int64_t is `long long`: `scale(float *, int64_t)` is _Z5scalePfx there, and
-    kernel mode launches _Z5scalePfl, the name nvcc gives it."""
+    """With libcu++ included, NVRTC's int64_t is its `long long`: `scale(float *, int64_t)`
+    is _Z5scalePfx there, and kernel mode launches _Z5scalePfl, the name nvcc gives it."""
     source = KERNEL.replace("float *x, int n", "float *x, int64_t n")
+    source = source.replace("#include <cstdint>", "#include <cstdint>\n#include <cuda/std/cstdint>")
     with Builder(
         kernel_problem(tmp_path, source), cache_dir=tmp_path / "c", jobs=1, nvrtc_arch=SM90
     ) as fresh:
         (build,) = fresh.build([FAST[0]])
     assert build.fallback == "compile failed: NVRTC has no kernel _Z5scalePfl (its: _Z5scalePfx)"
     assert build.ok and list(build.resources) == ["_Z5scalePfl"]
+
+
+def test_a_kernel_taking_int64_t_compiles_with_nvrtc_without_libcuxx(tmp_path):
+    """Without libcu++ the prelude has glibc's `long` (`DeviceCode.prelude`): NVRTC names the
+    kernel _Z5scalePfl, as nvcc does. (Needs the builder to pre-include
+    `problem.device_code.prelude`, issue 36.)"""
+    source = KERNEL.replace("float *x, int n", "float *x, int64_t n")
+    with Builder(
+        kernel_problem(tmp_path, source), cache_dir=tmp_path / "c", jobs=1, nvrtc_arch=SM90
+    ) as fresh:
+        (build,) = fresh.build([FAST[0]])
+    assert build.ok and build.fallback == "", build.fallback
+    assert list(build.resources) == ["_Z5scalePfl"]
 
 
 @needs_nvcc
@@ -251,3 +268,42 @@ def test_without_device_code_nvcc_compiles_and_the_builder_says_why(tmp_path):
     assert "device code" in plain.nvrtc_unavailable
     assert plain.identity().startswith("nvcc -cubin -arch=sm_90 ")
     assert re.match(r"NVRTC \d+\.\d+ cannot compile for sm_50 ", nvrtc_unavailable((5, 0)))
+
+
+def test_compiles_are_minimal_and_a_program_that_needs_more_compiles_without(tmp_path):
+    """`--minimal` leaves out the texture and runtime-API declarations: a kernel taking a
+    texture object fails under it, and the worker compiles it again in full."""
+    assert "--minimal" in nvrtc_options(SM90, [], [], "prelude.h")
+    text = (
+        b"__global__ void k(cudaTextureObject_t t, float *x) {\n"
+        b"  x[threadIdx.x] = tex1Dfetch<float>(t, threadIdx.x);\n}\n"
+    )
+    options = ("--gpu-architecture=sm_90", "--minimal", "-Xptxas", "-v")
+    outcome = compile_request(NvrtcRequest("t.cu", text, options, str(tmp_path / "t"), 60.0))
+    assert outcome.ok, outcome.log
+    assert (tmp_path / "t").read_bytes().startswith(b"\x7fELF")
+
+
+def test_a_started_pool_is_taken_by_the_next_pool_of_its_width():
+    start_pool(1)
+    started = nvrtc._started[1]
+    pool = NvrtcPool(1)
+    try:
+        assert pool._current() is started and 1 not in nvrtc._started
+        assert NvrtcPool(1)._current() is not started  # taken once
+    finally:
+        pool.close()
+
+
+def test_cfloat_and_cmath_constants_compile_with_nvrtc(tmp_path):
+    """FLT_EPSILON and M_PI come from host headers the slice blanks; NVRTC has them from
+    annotune's prelude, so the kernel is not sent to nvcc (HeCBench rfs-cuda, p4-cuda)."""
+    source = KERNEL.replace(
+        "#include <cstdio>", "#include <cstdio>\n#include <cfloat>\n#include <cmath>"
+    )
+    source = source.replace("a = sinf(a * x", "a = sinf((float)M_PI * FLT_EPSILON * a * x")
+    with Builder(
+        kernel_problem(tmp_path, source), cache_dir=tmp_path / "c", jobs=1, nvrtc_arch=SM90
+    ) as fresh:
+        (build,) = fresh.build([FAST[0]])
+    assert build.ok and build.fallback == "", build.fallback or build.error

@@ -42,15 +42,25 @@ def project(tmp_path, data_dir, monkeypatch) -> Path:
     return tmp_path / "src" / "stencil.cu"
 
 
-def test_copies_the_tuned_header_and_a_no_op_does_not_parse_the_source(cli, project, tmp_path):
+def test_copies_the_tuned_header_and_checks_it_again_when_a_file_it_depends_on_changes(
+    cli, project, tmp_path
+):
+    """A vendored header changed after OUT was written must not slip through because OUT is
+    up to date: the check is keyed by the bytes of the files it read, not by OUT."""
     out = tmp_path / "build" / "stencil.tuned.h"
     result = cli("build", project, "-o", out)
     assert result.exit_code == 0, result.stderr
     assert out.read_bytes() == TUNED_TEXT.encode()  # byte for byte, CRLF kept
     assert result.stderr == "" and result.stdout == ""
+    assert cli("build", project, "-o", out).exit_code == 0
 
-    project.write_text("this is not C; parsing it would fail\n")
-    assert cli("build", project, "-o", out).exit_code == 0  # OUT unchanged: nothing to check
+    vendored = project.parent / "stencil.cuh"
+    vendored.write_text(
+        vendored.read_text().replace("#ifndef BLOCK_X", "#define BLOCK_X 16\n#if 0")
+    )
+    again = cli("build", project, "-o", out)
+    assert again.exit_code == 2
+    assert again.stderr.startswith(f"{vendored}:4:9: error: BLOCK_X is tuned to 64")
 
 
 def test_a_second_run_leaves_out_untouched(cli, project, tmp_path):
@@ -132,9 +142,9 @@ def test_eight_concurrent_runs_leave_a_complete_file(project, tmp_path, device):
     assert os.listdir(out.parent) == [out.name]  # no temporary file left behind
 
 
-def test_copying_a_tuned_header_imports_no_heavy_package(project, tmp_path):
-    """The path every `make` takes (OUT is up to date); the paths that parse the source (a new
-    OUT is checked, or there are only the defaults) may import them."""
+def test_a_build_on_unchanged_files_imports_no_heavy_package(project, tmp_path):
+    """The path every `make` takes (the files it read are unchanged, whether the header is a
+    tuned one or the defaults); the first build, which parses the source, may import them."""
     out = tmp_path / "out.h"
     first = _imports("build", project, "-o", out)
     assert out.read_bytes() == TUNED_TEXT.encode()
@@ -143,8 +153,12 @@ def test_copying_a_tuned_header_imports_no_heavy_package(project, tmp_path):
     assert "annotune.cli.build" in fast  # the list is real, not empty
     assert not {name.split(".")[0] for name in fast} & HEAVY
 
-    slow = _imports("build", project, "-o", out, "--device", "a device with no tuned header")
+    other = ("--device", "a device with no tuned header")
+    slow = _imports("build", project, "-o", out, *other)
     assert {"clang.cindex", "jinja2"} <= slow
+    cached = _imports("build", project, "-o", out, *other)  # the defaults header, from the cache
+    assert "annotune.results.build_cache" in cached
+    assert not {name.split(".")[0] for name in cached} & HEAVY
 
 
 @pytest.mark.parametrize(
@@ -250,7 +264,8 @@ def test_a_shadow_directory_never_overwrites_the_originals(cli, vendored, tmp_pa
 
 def test_help_lists_every_command_without_importing_one(cli):
     assert not _imports("--help") & {entry.module for entry in COMMANDS.values()}
-    listed = re.findall(r"^\W+(\w+) {2,}\w", cli("--help").stdout, re.MULTILINE)
+    commands = cli("--help").stdout.split("Commands", 1)[1]  # the panel after the options
+    listed = re.findall(r"^\W+(\w+) {2,}\w", commands, re.MULTILINE)
     assert listed == list(COMMANDS)
 
 
@@ -313,3 +328,31 @@ def test_a_device_without_a_header_gets_that_of_the_nearest_gpu_of_its_architect
     gpus.write_text('[[gpu]]\nname = "Lab Board 1"\narchitecture = 80\n')
     bad = cli("build", project, "-o", out, "--device", "Lab Board 1", "--gpus", gpus)
     assert bad.exit_code == 2 and f"{gpus}:3:16: error: architecture must be a string" in bad.stderr
+
+
+def test_the_defaults_header_is_worked_out_again_when_a_file_it_comes_from_changes(
+    cli, project, tmp_path
+):
+    """The cached defaults header holds while the source, every header it includes and the
+    config are unchanged; a change to any of them (a config that appears too) rebuilds it."""
+    out = tmp_path / "out.h"
+    device = ("--device", "NVIDIA H100 80GB HBM3")
+
+    def built() -> str:
+        result = cli("build", project, "-o", out, *device)
+        assert result.exit_code == 0, result.stderr
+        assert "wrote the defaults" in result.stderr  # said from the cache too
+        return out.read_text()
+
+    assert "#define BLOCK_X 32" in built() and "#define BLOCK_X 32" in built()
+    included = project.parent / "stencil.cuh"
+    included.write_text(included.read_text().replace("BLOCK_X 32", "BLOCK_X 64"))
+    assert "#define BLOCK_X 64" in built()
+    project.write_text(project.read_text().replace("unroll 3", "unroll 1"))
+    assert "#define UNROLL 1" in built()
+    (project.parent / "annotune.toml").write_text(
+        '[[file]]\npath = "stencil.cu"\n[file.params]\nEXTRA = { domain = "values(1, 2)", '
+        'default = 2 }\n[file.env]\nEXTRA_ENV = "{EXTRA}"\n'
+    )
+    assert "#define EXTRA 2" in built()
+    assert built() == render_defaults_header(read_problem(project), device=device[1])

@@ -1,5 +1,5 @@
 """`annotune build --env-file` and `--json`'s `env`: the environment a tuned header's values are
-for, in a form a job script applies; and README's example of it, run as written."""
+for, in a form a job script applies; and the guide's example of it, run as written."""
 
 from __future__ import annotations
 
@@ -79,16 +79,16 @@ def test_a_device_without_a_tuned_header_gets_the_defaults_environment(cli, proj
     assert "export OMP_NUM_THREADS=1\n" in (tmp_path / "t.env").read_text()
 
 
-def _readme_block() -> str:
-    text = (ROOT / "README.md").read_text()
+def _guide_block() -> str:
+    text = (ROOT / "docs/guide/build.md").read_text()
     section = text[text.index("A tuned environment (`[file.env]`") :]
     return re.search(r"```sh\n(.*?)```", section, re.DOTALL).group(1)
 
 
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
-def test_the_readme_example_runs_from_the_repository_root(tmp_path):
+def test_the_guide_example_runs_from_the_repository_root(tmp_path):
     """As written, the build directory moved out of the checkout."""
-    script = _readme_block()
+    script = _guide_block()
     assert "build/threads" in script
     out = tmp_path / "threads"
     shown = subprocess.run(

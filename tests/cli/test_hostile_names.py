@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-import annotune.results.database
+import annotune.results.workspace
 from annotune.core import files
 from annotune.emit import slugify, tuned_header_path, write_if_changed
-from annotune.results.database import Database, workspace
+from annotune.results.database import Database
+from annotune.results.workspace import workspace
 from annotune.run.device import DEVICE_ENV
 
 LONG_DEVICE = "NVIDIA " + "H" * 4993  # 5,000 characters
@@ -109,7 +110,7 @@ def test_the_cached_workspace_of_a_long_directory_name_is_a_name(tmp_path, monke
     other = tmp_path / ("d" * (NAME_MAX - 1) + "e")
     other.mkdir()
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.setattr(annotune.results.database, "can_write", lambda path: False)
+    monkeypatch.setattr(annotune.results.workspace, "can_write", lambda path: False)
     place = workspace(directory / "k.c").directory
     assert components_fit(place) and place.name.startswith("ddd")
     place.mkdir(parents=True)  # the name is one the file system takes

@@ -17,7 +17,7 @@ import annotune.cli.scan
 from annotune import __version__
 from annotune.cli import main
 from annotune.cli.tune import _ProgressDisplay
-from annotune.session.tuner import TuneProgress
+from annotune.session.report import TuneProgress
 
 
 @pytest.fixture

@@ -126,16 +126,16 @@ ROOT = Path(__file__).parents[2]
 REPLAY = ROOT.parent / "shared" / "data" / "replay"
 
 
-def readme_commands(prefix: str) -> list[list[str]]:
-    lines = (ROOT / "README.md").read_text().splitlines()
+def guide_commands(prefix: str) -> list[list[str]]:
+    lines = (ROOT / "docs/guide/transfer.md").read_text().splitlines()
     return [shlex.split(line, comments=True)[1:] for line in lines if line.startswith(prefix)]
 
 
 @pytest.mark.skipif(not REPLAY.is_dir(), reason="shared replay data not present")
-def test_the_readme_predict_example_runs_as_written(cli, monkeypatch, tmp_path):
-    """From the repository root, as README says; the header written under a scratch
+def test_the_guide_predict_example_runs_as_written(cli, monkeypatch, tmp_path):
+    """From the repository root, as the guide says; the header written under a scratch
     `--out-dir`, not into the checkout."""
-    (command,) = [c for c in readme_commands("annotune predict ") if "--transfer-from" in c]
+    (command,) = [c for c in guide_commands("annotune predict ") if "--transfer-from" in c]
     monkeypatch.chdir(ROOT)
     done = cli(*command)
     assert done.exit_code == 0, done.stderr

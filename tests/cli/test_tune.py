@@ -114,7 +114,8 @@ def test_the_report_says_why_configurations_failed(cli, workdir, monkeypatch):
     assert result.stderr.count("annotune: invalid: ") == 4  # each kind once, as it happens
     assert result.stderr.count("annotune: final check: the best") == 1  # the last phase too,
     rounds = re.findall(r"annotune: final check: round (\d+) of 30", result.stderr)
-    assert rounds == ["10", "20", "30"]  # and in a log, every tenth of its rounds
+    # and in a log, every tenth of the rounds it ran (it stops once the verdict is known)
+    assert rounds and rounds == [str(10 * n) for n in range(1, len(rounds) + 1)]
     report = cli.json(*args, "--json")
     assert sorted(f["status"] for f in report["failures"]) == [
         "compile_error",
@@ -228,7 +229,7 @@ def test_a_signal_stops_keeping_results_and_the_header(workdir, stop, code):
         (["--recheck-rounds", "3"], "at least 6"),
         (["--reference", "X=one"], "is not NAME=NUMBER"),
         (["--time-unit", "min"], "'--time-unit': 'min' is not one of s, ms, us, ns"),
-        (["--run-dir", "/no/such/directory"], "'--run-dir': dir '/no/such/directory' does not"),
+        (["--run-dir", "/no/such/directory"], "'/no/such/directory' does not exist"),
     ],
 )
 def test_bad_options_exit_2(cli, workdir, args, message):

@@ -1,4 +1,4 @@
-"""`annotune tune --ray` and `--replay` from the command line: README's example as written,
+"""`annotune tune --ray` and `--replay` from the command line: the guide's example as written,
 and every bad option an error with exit 2 before a cluster starts."""
 
 from __future__ import annotations
@@ -16,21 +16,21 @@ CONVOLUTION = "examples/cuda/convolution/convolution.cu"
 pytest.importorskip("ray")
 
 
-def readme_ray_command() -> list[str]:
+def guide_ray_command() -> list[str]:
     (line,) = [
         line
-        for line in (ROOT / "README.md").read_text().splitlines()
+        for line in (ROOT / "docs/guide/several-gpus.md").read_text().splitlines()
         if line.startswith("annotune tune ") and "--ray" in line
     ]
     return shlex.split(line)[1:]
 
 
 @pytest.mark.skipif(not REPLAY.is_dir(), reason="shared replay data not present")
-def test_the_readme_ray_example_runs_as_written(cli, monkeypatch, tmp_path):
-    command = readme_ray_command()
+def test_the_guide_ray_example_runs_as_written(cli, monkeypatch, tmp_path):
+    command = guide_ray_command()
     out_dir = Path(command[command.index("--out-dir") + 1])
     monkeypatch.chdir(ROOT)
-    # The database goes to a scratch directory, the rest is README's line.
+    # The database goes to a scratch directory, the rest is the guide's line.
     done = cli(*command, "--db", tmp_path / "results.db", "--json")
     assert done.exit_code == 0, done.stderr
     (report,) = json.loads(done.stdout)["tunes"]

@@ -7,10 +7,11 @@ import os
 import pytest
 
 from annotune.core.diagnostics import AnnotuneError, Location
+from annotune.core.render import render
 
 
 def rendered(path, line: int, column: int) -> list[str]:
-    return AnnotuneError("bad", Location(str(path), line, column)).render().splitlines()
+    return render(AnnotuneError("bad", Location(str(path), line, column))).splitlines()
 
 
 @pytest.mark.parametrize(

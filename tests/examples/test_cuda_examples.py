@@ -1,6 +1,6 @@
 """The CUDA examples of the IterML paper's Table 1 (examples/cuda/<name>/).
 
-Each one scans to the space its comments promise, sampled configurations compile with nvcc (and
+Each one scans to the space its comments promise, sampled configurations' kernels compile (and
 fit a 1024-thread block in registers), its Makefile builds it, and its program, run on a small
 CPU emulation of CUDA (blocks in turn, a block's threads as std::threads), verifies its result
 and prints the same check value for every configuration.
@@ -10,9 +10,13 @@ block, shared memory, arguments, for several configurations), name symbols the c
 the reductions whose order the block shape changes are shown, in numpy, to need the tolerance
 their examples document. On a GPU, each kernel is tuned and no configuration's output differs.
 
-The default run compiles 2 sampled configurations per example and makes two examples. With
-ANNOTUNE_FULL_EXAMPLES=1 it compiles 20 per example (180 nvcc runs, several minutes) and makes
-all ten.
+The default run compiles 2 sampled configurations per example with NVRTC, as kernel mode does
+(tens of milliseconds a variant against seconds with nvcc, which compiles them where NVRTC's
+bindings are not installed): main, where the values reach only a launch's shape, is compiled
+by g++ for two configurations in the emulation, and nvcc compiles each whole file once for
+the cubin symbols and builds two through their Makefiles. The default run makes two
+examples. With ANNOTUNE_FULL_EXAMPLES=1 it compiles 20 per example with nvcc (180 nvcc runs,
+several minutes) and makes all ten.
 """
 
 from __future__ import annotations
@@ -35,12 +39,13 @@ import pytest
 from annotune.annotate import problem_space, read_problem
 from annotune.annotate.frontend import ANNOTUNE_INCLUDE_DIR
 from annotune.builder import Builder
+from annotune.builder.nvrtc import nvrtc_unavailable
 from annotune.core.diagnostics import AnnotuneError
 from annotune.run.backends import select_backend
 from annotune.run.device import gpu_name
 from annotune.run.program import RunSpec
-from annotune.session.options import KERNEL_CHECK_RTOL
-from annotune.session.tuner import TuneOptions, tune
+from annotune.session.options import KERNEL_CHECK_RTOL, TuneOptions
+from annotune.session.tuner import tune
 
 ROOT = Path(__file__).parents[2]
 CUDA = ROOT / "examples" / "cuda"
@@ -72,6 +77,12 @@ full_only = pytest.mark.skipif(
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
 needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed")
 needs_make = pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+SM90 = (9, 0)
+NVRTC_MISSING = nvrtc_unavailable(SM90)  # then the default run's variants compile with nvcc
+needs_nvrtc_or_nvcc = pytest.mark.skipif(
+    bool(NVRTC_MISSING) and shutil.which("nvcc") is None,
+    reason=f"nvcc is not installed and {NVRTC_MISSING}",
+)
 
 
 def source(name: str) -> Path:
@@ -96,13 +107,16 @@ def test_example_scans_to_the_documented_space(name):
     assert space.is_legal(space.default_row()[None, :]).all()
 
 
-def _compile_sample(name: str, count: int, cache: Path) -> None:
+def _compile_sample(name: str, count: int, cache: Path, *, nvrtc: bool) -> None:
+    """`count` sampled configurations of `name` compile, by NVRTC (kernel mode's cubins, with no
+    fallback to nvcc) or by nvcc (the whole program), and fit their block in registers."""
     problem = read_problem(source(name))
     space = problem_space(problem)
     rng = np.random.default_rng(KERNELS.index(name))
     configs = space.to_dicts(space.sample(count, rng))
-    results = Builder(problem, cache_dir=cache, jobs=2).build(configs)
-    failed = [(r.params, r.error) for r in results if not r.ok]
+    with Builder(problem, cache_dir=cache, jobs=2, nvrtc_arch=SM90 if nvrtc else None) as builder:
+        results = builder.build(configs)
+    failed = [(r.params, r.error, r.fallback) for r in results if not r.ok or r.fallback]
     assert not failed
     for result in results:
         threads = result.params["BLOCK_X"] * result.params["BLOCK_Y"]
@@ -113,17 +127,17 @@ def _compile_sample(name: str, count: int, cache: Path) -> None:
             assert per_thread * threads <= 65536, (kernel, result.params, used)
 
 
-@needs_nvcc
+@needs_nvrtc_or_nvcc
 @pytest.mark.parametrize("name", KERNELS)
 def test_sampled_variants_compile(name, tmp_path):
-    _compile_sample(name, 2, tmp_path)
+    _compile_sample(name, 2, tmp_path, nvrtc=not NVRTC_MISSING)
 
 
 @full_only
 @needs_nvcc
 @pytest.mark.parametrize("name", KERNELS)
 def test_twenty_sampled_variants_compile(name, tmp_path):
-    _compile_sample(name, 20, tmp_path)
+    _compile_sample(name, 20, tmp_path, nvrtc=False)
 
 
 def _make(name: str, tmp_path: Path) -> None:
@@ -264,17 +278,20 @@ _LAUNCH = re.compile(r"(\w+)<<<([^>]*)>>>\(")
 _CHECK = re.compile(r"^annotune-check: (\S+)$", re.M)
 
 
-def _emulate(name: str, config: dict[str, int], workdir: Path) -> subprocess.CompletedProcess:
+EMULATION_FLAGS = ("-std=c++20", "-O1", "-pthread")
+
+
+def _emulate(
+    name: str, config: dict[str, int], workdir: Path, shim: Path
+) -> subprocess.CompletedProcess:
     """Build `name` with `config` against the shim (g++) and run it at a small size."""
     stem = f"{name}-{'-'.join(map(str, config.values()))}"
-    shim = workdir / f"{stem}_shim.h"
-    shim.write_text(SHIM)
     program = workdir / f"{stem}.cpp"
     program.write_text(_LAUNCH.sub(r"emu_launch(\1, \2, ", source(name).read_text()))
     binary = workdir / stem
     defines = SMALL.get(name, ["-DN=37"]) + [f"-D{k}={v}" for k, v in config.items()]
     subprocess.run(
-        ["g++", "-std=c++20", "-O1", "-pthread", "-include", str(shim)]
+        ["g++", *EMULATION_FLAGS, "-include", str(shim)]
         + [f"-I{ANNOTUNE_INCLUDE_DIR}", f"-I{CUDA / name}", *defines]
         + [str(program), "-o", str(binary)],
         check=True,
@@ -285,23 +302,34 @@ def _emulate(name: str, config: dict[str, int], workdir: Path) -> subprocess.Com
 
 
 @pytest.fixture(scope="module")
-def emulation_works(tmp_path_factory):
+def shim(tmp_path_factory) -> Path:
+    """The emulation's header, precompiled once for the module's two dozen programs: the
+    standard headers it includes were half of each one's compile. Where it does not compile, a
+    g++ without C++20's <barrier> skips; any other reason fails."""
     if shutil.which("g++") is None:
         pytest.skip("g++ is not installed")
-    probe = tmp_path_factory.mktemp("probe") / "probe.cpp"
-    probe.write_text("#include <barrier>\nint main() { std::barrier<> b(1); }\n")
+    header = tmp_path_factory.mktemp("shim") / "emu_shim.h"
+    header.write_text(SHIM)
+    flags = ["g++", *EMULATION_FLAGS]
     done = subprocess.run(
-        ["g++", "-std=c++20", "-pthread", str(probe), "-o", str(probe.with_suffix(""))],
+        [*flags, "-x", "c++-header", str(header), "-o", f"{header}.gch"],
         capture_output=True,
+        text=True,
         check=False,
     )
     if done.returncode != 0:
-        pytest.skip("g++ lacks C++20 <barrier>")
+        probe = header.with_name("probe.cpp")
+        probe.write_text("#include <barrier>\nint main() { std::barrier<> b(1); }\n")
+        lacks = subprocess.run([*flags, str(probe), "-o", str(probe.with_suffix(""))], check=False)
+        if lacks.returncode != 0:
+            pytest.skip("g++ lacks C++20 <barrier>")
+        pytest.fail(f"the emulation's header does not compile:\n{done.stderr}")
+    return header
 
 
 @needs_gxx
 @pytest.mark.parametrize("name", [*KERNELS, "stencil2d"])
-def test_example_verifies_with_the_same_check_for_every_block(name, tmp_path, emulation_works):
+def test_example_verifies_with_the_same_check_for_every_block(name, tmp_path, shim):
     third, third_values = THIRD.get(name, UNROLL)
     configs = [
         {"BLOCK_X": 32, "BLOCK_Y": 8, third: third_values[0]},  # the defaults' shape
@@ -309,13 +337,13 @@ def test_example_verifies_with_the_same_check_for_every_block(name, tmp_path, em
     ]
     if FULL:
         configs.append({"BLOCK_X": 1, "BLOCK_Y": 40, third: third_values[1]})
-    _assert_same_check(name, configs, tmp_path)
+    _assert_same_check(name, configs, tmp_path, shim)
 
 
-def _assert_same_check(name: str, configs: list[dict[str, int]], workdir: Path) -> None:
+def _assert_same_check(name: str, configs: list[dict[str, int]], workdir: Path, shim: Path) -> None:
     """Every configuration of `name` runs, verifies and prints one and the same check value."""
     with ThreadPoolExecutor(max_workers=2) as pool:
-        runs = list(pool.map(lambda c: _emulate(name, c, workdir), configs))
+        runs = list(pool.map(lambda c: _emulate(name, c, workdir, shim), configs))
     checks = []
     for config, done in zip(configs, runs, strict=True):
         assert done.returncode == 0, (config, done.stderr)
@@ -326,9 +354,10 @@ def _assert_same_check(name: str, configs: list[dict[str, int]], workdir: Path) 
 
 @needs_gxx
 @pytest.mark.parametrize("name", ["gemm", "mvt"])
-def test_an_illegal_block_exits_non_zero(name, tmp_path, emulation_works):
+def test_an_illegal_block_exits_non_zero(name, tmp_path, shim):
     third, third_values = THIRD.get(name, UNROLL)
-    done = _emulate(name, {"BLOCK_X": 64, "BLOCK_Y": 32, third: third_values[0]}, tmp_path)
+    config = {"BLOCK_X": 64, "BLOCK_Y": 32, third: third_values[0]}
+    done = _emulate(name, config, tmp_path, shim)
     assert done.returncode != 0
     assert "annotune-time-ms" not in done.stdout
     assert "invalid configuration" in done.stderr
@@ -365,20 +394,23 @@ def test_convolution_declares_the_recorded_runs_space():
     assert legal == measured
 
 
-@needs_nvcc
+@needs_nvrtc_or_nvcc
 def test_convolution_variants_compile(tmp_path):
+    """Each of the three code paths' kernel compiles (NVRTC, as kernel mode compiles it: the
+    paths differ in device code only; main is compiled with them by g++ in the emulation)."""
     problem = read_problem(source("convolution"))
     configs = [{**c, **FIXED} for c in CONVOLUTION_CONFIGS]
-    results = Builder(problem, cache_dir=tmp_path, jobs=2).build(configs)
-    assert [r.error for r in results if not r.ok] == []
+    nvrtc_arch = None if NVRTC_MISSING else SM90
+    with Builder(problem, cache_dir=tmp_path, jobs=2, nvrtc_arch=nvrtc_arch) as builder:
+        results = builder.build(configs)
+    assert [(r.error, r.fallback) for r in results if not r.ok or r.fallback] == []
     assert all(r.resources for r in results)
 
 
 @needs_gxx
-def test_convolution_verifies_with_the_same_check_for_every_configuration(
-    tmp_path, emulation_works
-):
-    _assert_same_check("convolution", [{**c, **FIXED} for c in CONVOLUTION_CONFIGS], tmp_path)
+def test_convolution_verifies_with_the_same_check_for_every_configuration(tmp_path, shim):
+    configs = [{**c, **FIXED} for c in CONVOLUTION_CONFIGS]
+    _assert_same_check("convolution", configs, tmp_path, shim)
 
 
 # -- kernel mode: each example declares the launches its main performs ---------------------------

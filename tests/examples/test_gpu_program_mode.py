@@ -10,7 +10,8 @@ import pytest
 from annotune.annotate import read_problem
 from annotune.run.device import gpu_name
 from annotune.run.program import RunSpec
-from annotune.session.tuner import TuneOptions, tune
+from annotune.session.options import TuneOptions
+from annotune.session.tuner import tune
 
 pytestmark = pytest.mark.gpu
 

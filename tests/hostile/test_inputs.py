@@ -350,10 +350,10 @@ CASES = [
     # --- parser bombs: libclang parses under a memory and a time limit ---------------------
     Case(
         "parser-bomb-memory",
-        lambda t, m: bomb(m, 256 << 20, 20),
+        lambda t, m: bomb(m, 128 << 20, 20),  # reached in half the time of 256 MiB
         2,
         "k.c:1:1: error: libclang ran out of memory or failed parsing this file (its limit: "
-        "0.25 GiB more",
+        "0.125 GiB more",
     ),
     Case(
         "parser-bomb-time",

@@ -1071,12 +1071,13 @@ def test_tune_in_kernel_mode_uses_the_defaults_outputs_as_reference(tmp_path, mo
     from annotune.annotate import read_problem
     from annotune.builder import CompilerCommand
     from annotune.run.program import RunSpec
-    from annotune.session.tuner import TuneOptions, tune
+    from annotune.session.options import TuneOptions
+    from annotune.session.tuner import tune
 
     for name in ("jacobi.cu", "params.cuh", "axpy.cuh"):
         shutil.copy(FIXTURE.parent / name, tmp_path / name)
     backend = FakeBackend(times=(2.0, 1.0))
-    monkeypatch.setattr("annotune.session.tuner.select_backend", lambda name=None: backend)
+    monkeypatch.setattr("annotune.session.measurers.select_backend", lambda name=None: backend)
     monkeypatch.setattr("annotune.session.tuner.gpu_name", lambda: "Fake GPU")  # one is there
     # A stand-in "compiler": the cubin says how the kernel behaves (here: always right).
     fake_nvcc = CompilerCommand(

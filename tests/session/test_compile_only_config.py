@@ -16,8 +16,7 @@ import pytest
 from annotune.annotate import read_problem
 from annotune.builder import CompilerCommand
 from annotune.session.compile_only import compile_configurations
-from annotune.session.options import TuneArguments, tune_options
-from annotune.session.tuner import TuneOptions
+from annotune.session.options import TuneArguments, TuneOptions, tune_options
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
 

@@ -22,7 +22,8 @@ from annotune.core.diagnostics import AnnotuneError
 from annotune.results.database import Database
 from annotune.run.device import gpu_name
 from annotune.session.distributed import tune_devices
-from annotune.session.tuner import TuneOptions, tune
+from annotune.session.options import TuneOptions
+from annotune.session.tuner import tune
 
 ray = pytest.importorskip("ray")
 

@@ -13,13 +13,16 @@ from annotune.core.diagnostics import AnnotuneError
 from annotune.core.records import BuildResult, Measurement
 from annotune.results.database import Database
 from annotune.session.concurrent import DeviceRate, Work
+from annotune.session.loop import tune_on
+from annotune.session.options import TuneOptions
+from annotune.session.plan import Devices
 from annotune.session.replay_device import (
     ReplayBuilder,
     ReplayMeasurer,
     fixed_table,
     load_table,
 )
-from annotune.session.tuner import Devices, TuneOptions, tune, tune_on
+from annotune.session.tuner import tune
 
 SOURCE = """#ifndef X
 #define X 2 // @tune range(1, 8)

@@ -16,8 +16,8 @@ from annotune.builder.variants import variant_source
 from annotune.emit import header_env
 from annotune.results.database import Database
 from annotune.run.program import TIMING_VARIABLES, RunSpec
-from annotune.session.options import TuneArguments, tune_options
-from annotune.session.tuner import TuneOptions, tune
+from annotune.session.options import TuneArguments, TuneOptions, tune_options
+from annotune.session.tuner import tune
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
 

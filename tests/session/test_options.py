@@ -11,8 +11,7 @@ from annotune.annotate.problem import EnvSetting, Problem, RunSettings, TunableP
 from annotune.builder import CompilerCommand
 from annotune.core.diagnostics import AnnotuneError, Location
 from annotune.run.program import RunSpec
-from annotune.session.options import TuneArguments, tune_options
-from annotune.session.tuner import TuneOptions
+from annotune.session.options import TuneArguments, TuneOptions, tune_options
 
 CONFIGURED = RunSettings(
     compile=("gcc",),

@@ -13,7 +13,8 @@ import pytest
 from annotune.annotate import read_problem
 from annotune.builder import CompilerCommand
 from annotune.run.program import RunSpec
-from annotune.session.tuner import TuneOptions, tune
+from annotune.session.options import TuneOptions
+from annotune.session.tuner import tune
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
 

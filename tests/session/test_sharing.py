@@ -18,11 +18,12 @@ import pytest
 
 from annotune.annotate import read_problem
 from annotune.builder import CompilerCommand
-from annotune.results.database import workspace
 from annotune.results.studies import export_study, read_study
+from annotune.results.workspace import workspace
 from annotune.run.program import RunSpec
 from annotune.session.compile_only import compile_configurations
-from annotune.session.tuner import TuneOptions, tune
+from annotune.session.options import TuneOptions
+from annotune.session.tuner import tune
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
 
@@ -62,7 +63,7 @@ SHARED = """#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 #ifndef X
-#define X 1 // @tune range(1, 10)
+#define X 1 // @tune range(1, 6)
 #endif
 int main(void) {
   /* Each run logs which tune ran it. The default runs long: the second tune starts while
@@ -79,7 +80,7 @@ int main(void) {
 
 def test_two_tunes_of_one_study_share_the_work_and_agree(tmp_path):
     (tmp_path / "program.c").write_text(SHARED)
-    tunes = [annotune(tmp_path, "--budget", "10", "--jobs", "2") for _ in range(2)]
+    tunes = [annotune(tmp_path, "--budget", "6", "--jobs", "2") for _ in range(2)]
     reports = []
     for process in tunes:
         out, err = process.communicate(timeout=60)
@@ -87,11 +88,11 @@ def test_two_tunes_of_one_study_share_the_work_and_agree(tmp_path):
         reports.append(json.loads(out))
     ran = runs(tmp_path)
     configurations = [x for x, _ in ran]
-    assert sorted(configurations, key=int) == [str(x) for x in range(1, 11)]  # each once
+    assert sorted(configurations, key=int) == [str(x) for x in range(1, 7)]  # each once
     assert {tuner for _, tuner in ran} <= {str(p.pid) for p in tunes}
-    assert [r["evaluations"] for r in reports] == [10, 10]
+    assert [r["evaluations"] for r in reports] == [6, 6]
     assert reports[0]["best"] == reports[1]["best"]
-    assert reports[0]["best"]["params"] == {"X": 10}
+    assert reports[0]["best"]["params"] == {"X": 6}
     # They ran at once (the default's long run sees to it): one took the other's results.
     assert any("measured by another annotune" in n for r in reports for n in r["notes"])
     assert stored(tmp_path, "claims") == []

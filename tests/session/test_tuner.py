@@ -14,8 +14,9 @@ from annotune.builder import CompilerCommand
 from annotune.core.records import Measurement
 from annotune.results.database import Database, StudyKey, default_db_path
 from annotune.run.program import TIMING_VARIABLES, RunSpec
-from annotune.session.options import TuneArguments, tune_options
-from annotune.session.tuner import GIVE_UP_AFTER, TuneOptions, tune
+from annotune.session.options import TuneArguments, TuneOptions, tune_options
+from annotune.session.study import GIVE_UP_AFTER
+from annotune.session.tuner import tune
 from annotune.transfer.features import lookup
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
@@ -152,9 +153,24 @@ def test_a_second_run_reuses_everything_and_runs_nothing_again(workdir):
     assert second.best == first.best
     rechecked = tune(problem, options(budget=12, strategy="random", seed=3))
     extra = runs(workdir) - ran
-    assert sum(extra.values()) == 4 * 30  # only the final check: the default and 3 contenders
+    check = rechecked.recheck
+    assert len(check.contenders) == 3 and 0 < check.rounds <= 30
+    # only the final check ran: the default each round, each contender until decided
+    assert sum(extra.values()) == check.rounds + sum(c.rounds for c in check.contenders)
     assert rechecked.best == first.best
 
+
+
+def test_no_final_check_runs_when_nothing_measured_beat_the_baseline(workdir):
+    """The baseline is the fastest configuration (X=3, Y=2: 10 ms): the final check has
+    nothing to compare, so it builds and samples nothing, and the baseline is kept."""
+    problem = read_problem(workdir / "synthetic.c")
+    report = tune(problem, options(budget=8, strategy="random", reference={"X": 3, "Y": 2}))
+    assert report.recheck is not None and report.recheck.rounds == 0
+    assert report.recheck.contenders == () and report.recheck.kept_baseline
+    assert report.best.params == {"X": 3, "Y": 2}
+    assert runs(workdir)["3 2"] == 1  # measured once, as the baseline; never in a check
+    assert any("nothing to compare" in note for note in report.notes)
 
 def test_fresh_measures_again_and_a_changed_source_starts_a_new_study(workdir):
     problem = read_problem(workdir / "synthetic.c")

@@ -13,6 +13,7 @@ import pytest
 
 from annotune.core.records import Candidates, TaskData
 from annotune.search.multitask import encode_space, sources_for
+from annotune.transfer import adapt
 from annotune.transfer.adapt import select_features, zero_shot
 
 NAMES = ("a", "b", "c")
@@ -44,7 +45,7 @@ def test_cv_dfs_picks_the_feature_that_moves_the_optimum():
     selection = select_features(
         encode_space(CANDIDATES), sources, NAMES, rng=np.random.default_rng(1)
     )
-    assert selection.method == "cv"
+    assert selection.method == "cv" and selection.ranking == "forest"  # 32 fits at most
     assert selection.names == ("b",) and selection.columns == (1,)
     assert selection.score == 1.0  # every held-out GPU finds its optimum among the top 10
 
@@ -85,3 +86,51 @@ def test_cv_is_impossible_with_fewer_than_three_sources():
     assert select_features(space, two, NAMES, rng=rng).columns == (0, 1, 2)
     with pytest.raises(ValueError, match="needs 4 device features"):
         select_features(space, two, NAMES + ("d",), rng=rng)
+
+
+def test_the_blend_picks_the_feature_the_forest_picks():
+    sources = sources_for([task(name) for name in GPUS], CANDIDATES)
+    selection = select_features(
+        encode_space(CANDIDATES), sources, NAMES, rng=np.random.default_rng(1), ranking="blend"
+    )
+    assert selection.method == "cv" and selection.ranking == "blend"
+    assert selection.names == ("b",)
+
+
+def test_auto_ranking_blends_when_the_forest_would_need_too_many_fits(monkeypatch):
+    sources = sources_for([task(name) for name in GPUS], CANDIDATES)
+    space = encode_space(CANDIDATES)
+    monkeypatch.setattr(adapt, "EXHAUSTIVE_FITS", 3)
+    first = select_features(space, sources, NAMES, rng=np.random.default_rng(1))
+    again = select_features(space, sources, NAMES, rng=np.random.default_rng(1))
+    assert first.ranking == "blend" and first.names == ("b",)
+    assert first == again  # deterministic for a seed
+    with pytest.raises(ValueError, match="ranking must be one of"):
+        select_features(space, sources, NAMES, rng=np.random.default_rng(1), ranking="knn")
+
+
+def test_the_blend_routes_the_held_out_gpu_like_a_tree_split_at_midpoints():
+    values = np.array([[1.0, 5.0], [4.0, 5.0], [10.0, 5.0]])
+    # Column 0: 3 lies on 4's side of the midpoint 2.5; column 1 is constant: ignored.
+    assert adapt._nearest(values, np.array([3.0, 0.0]), (0,)).tolist() == [1]
+    assert adapt._nearest(values, np.array([3.0, 0.0]), (1,)).tolist() == [0, 1, 2]
+    assert adapt._nearest(values, np.array([3.0, 0.0]), ()).tolist() == [0, 1, 2]
+
+
+def test_the_ranking_fit_samples_each_source_beyond_its_row_cap(monkeypatch):
+    from annotune.search import multitask
+
+    seen = []
+    fit = multitask.TransferModel.fit
+
+    def spy(self, sources, rng, rows_per_source=None):
+        seen.append(rows_per_source)
+        return fit(self, sources, rng, rows_per_source)
+
+    monkeypatch.setattr(multitask.TransferModel, "fit", spy)
+    sources = sources_for([task(name) for name in GPUS], CANDIDATES)  # 4 x 128 rows
+    space = encode_space(CANDIDATES)
+    multitask.score_space(space, sources, [1], TARGET[0], np.random.default_rng(0))
+    monkeypatch.setattr(multitask, "PREDICTION_ROWS", 200)
+    multitask.score_space(space, sources, [1], TARGET[0], np.random.default_rng(0))
+    assert seen == [None, 50]

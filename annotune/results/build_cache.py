@@ -1,0 +1,97 @@
+"""What `annotune build` worked out from a source, kept so that the next call on unchanged files
+need not parse it again: the defaults header, the stand-in header chosen for a device with
+none, and each header text whose values were checked to reach the compiler.
+
+A record holds the digest of every input file it was worked out from (the source, every file
+the front end read, the config and every place a config could be found, the `--gpus` table),
+or None for a place that held no file, and is used only while every one of them still holds the
+same bytes; otherwise it is worked out again and replaced. Its name is a hash of the rest of
+what the result depends on (`build_key`). Records live in the source's workspace
+(`results.workspace`), under `build/`, each written atomically, so that `make -j` runs may
+race; an unreadable or garbled record is only a miss.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from annotune.core.files import replace_atomically
+from annotune.results.workspace import workspace
+
+FOLDER = "build"
+
+
+@dataclass(frozen=True)
+class BuildRecord:
+    """`inputs`: path -> digest of its bytes (None: no file there). `stand_in`: the tuned
+    header of another device that stands in, and the warning that says so. `defaults`: the
+    defaults header. `checked`: digest of a header text -> the note its check said ("": none)."""
+
+    inputs: Mapping[str, str | None]
+    stand_in: tuple[str, str] | None = None
+    defaults: str | None = None
+    checked: Mapping[str, str] = field(default_factory=dict)
+
+
+def build_key(*parts: object) -> str:
+    """The record name of one `annotune build` question: a hash of `parts` (JSON-able)."""
+    text = json.dumps(parts, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def text_digest(text: str) -> str:
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
+
+
+def file_digests(paths: Iterable[str | Path]) -> dict[str, str | None]:
+    """The digest of each file's bytes by absolute path; None where no file can be read."""
+    found: dict[str, str | None] = {}
+    for path in paths:
+        name = os.path.abspath(path)
+        try:
+            with open(name, "rb") as file:
+                found[name] = hashlib.blake2b(file.read(), digest_size=16).hexdigest()
+        except OSError:
+            found[name] = None
+    return found
+
+
+def record_path(source: Path, key: str) -> Path:
+    return workspace(source).directory / FOLDER / f"{key}.json"
+
+
+def load_record(source: Path, key: str) -> BuildRecord | None:
+    """The record of `key` when every input still holds the bytes it was worked out from."""
+    try:
+        data = json.loads(record_path(source, key).read_bytes())
+        inputs = {str(k): v for k, v in data["inputs"].items()}
+        header, warning = data["stand_in"] or (None, None)
+        stand_in = (str(header), str(warning)) if header is not None else None
+        record = BuildRecord(inputs, stand_in, data["defaults"], dict(data["checked"]))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    if file_digests(record.inputs) != record.inputs:
+        return None
+    return record
+
+
+def save_record(source: Path, key: str, record: BuildRecord) -> str:
+    """Write `record`; "" when done, else why it could not be (the caller says so)."""
+    path = record_path(source, key)
+    data = {
+        "inputs": dict(record.inputs),
+        "stand_in": list(record.stand_in) if record.stand_in else None,
+        "defaults": record.defaults,
+        "checked": dict(record.checked),
+    }
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        replace_atomically(path, json.dumps(data, sort_keys=True).encode())
+    except OSError as error:
+        return f"cannot write {path}: {error.strerror or error}"
+    return ""
