@@ -24,6 +24,14 @@ def _ctrl_c_as_in_a_terminal():
     signal.signal(signal.SIGINT, previous)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that time a GPU run one after another, in one worker (`--dist loadgroup`): two at
+    once would share the device and time each other."""
+    for item in items:
+        if item.get_closest_marker("gpu") is not None:
+            item.add_marker(pytest.mark.xdist_group("gpu"))
+
+
 @pytest.fixture
 def data_dir() -> Path:
     return DATA
