@@ -27,19 +27,26 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
 from annotune.bench.transfer import as_task, device_features, transfer_bench
+from annotune.core.records import Measurement
 from annotune.results.replay import ReplayDataset, load_replay
+from annotune.results.t4 import write_t4
 from annotune.search.multitask import encode_space, score_space, sources_for
 from annotune.transfer.adapt import select_features
 from annotune.transfer.features import DeviceFeatures, dataset_device
 from annotune.transfer.resolve import shared_names
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "replay"
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data" / "replay"
+CONVOLUTION = ROOT / "examples" / "cuda" / "convolution" / "convolution.cu"
 RECORDED = ("A100", "A4000", "MI250X", "W6600")
 TARGET = "A4000"
 BASES = ("A100", "MI250X", "W6600")
@@ -126,12 +133,61 @@ def ranking_rows(recorded: dict[str, ReplayDataset]) -> list[str]:
     return lines
 
 
+def predict_row(count: int, recorded: dict[str, ReplayDataset]) -> str:
+    """`annotune predict` for the A4000 from `count` GPUs' result files, timed as a user waits
+    for it: a fresh process that reads the files (the synthetic ones written as T4 files with
+    their device features, as `annotune export` writes them), gathers, selects and ranks."""
+    target = recorded[TARGET]
+    with tempfile.TemporaryDirectory() as scratch:
+        files = []
+        for dataset in sources_of(count, recorded):
+            if dataset.name.startswith("synthetic_"):
+                path = Path(scratch) / f"{dataset.name}.t4.json"
+                write_t4(
+                    path,
+                    _measurements(dataset),
+                    device=dataset.device,
+                    device_features=dataset.device_features,
+                )
+            else:
+                path = DATA / f"{dataset.name}.json.gz"
+            files += ["--transfer-from", str(path)]
+        command = [sys.executable, "-m", "annotune", "predict", str(CONVOLUTION)]
+        command += ["--device", target.device, *files]
+        started = time.perf_counter()
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"annotune predict failed:\n{done.stderr}")
+    return f"| {count} | {seconds:.1f} |"
+
+
+def _measurements(dataset: ReplayDataset) -> list[Measurement]:
+    names = dataset.candidates.names
+    rows = []
+    for values, time_ms, error in zip(
+        dataset.candidates.values, dataset.times, dataset.errors, strict=True
+    ):
+        params = {
+            n: int(v) if float(v).is_integer() else float(v)
+            for n, v in zip(names, values, strict=True)
+        }
+        if error:
+            rows.append(Measurement(params, "runtime_error", error=error))
+        else:
+            rows.append(Measurement(params, "ok", float(time_ms), (float(time_ms),)))
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sources", type=int, nargs="*", default=[3, 5, 10])
     parser.add_argument("--bench-gpus", type=int, default=6, help="0: no bench --transfer")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--ranking", default="auto", help="CV-DFS's model for --sources rows")
+    parser.add_argument(
+        "--predict", type=int, nargs="*", default=[3, 10], help="annotune predict from N GPUs"
+    )
     parser.add_argument(
         "--compare", action="store_true", help="only: forest against blend, recorded GPUs"
     )
@@ -148,6 +204,11 @@ def main() -> None:
     print("|---|---|---|---|---|---|")
     for count in args.sources:
         print(zero_shot_row(count, recorded, args.ranking), flush=True)
+    if args.predict:
+        print("\n| `annotune predict` from GPUs | wall s (whole process) |")
+        print("|---|---|")
+        for count in args.predict:
+            print(predict_row(count, recorded), flush=True)
     if args.bench_gpus:
         group = [recorded[g] for g in RECORDED]
         group += [synthetic(recorded[BASES[k % 3]], k) for k in range(args.bench_gpus - 4)]
