@@ -147,6 +147,8 @@ def annotune_row(prepared: Prepared, configs: int) -> dict:
 
 
 def kernel_tuner_row(prepared: Prepared, configs: int) -> dict:
+    from throughput import time_kernel_tuner  # a sibling script: benchmarks/ is on sys.path
+
     try:
         import kernel_tuner
     except ImportError:
@@ -154,30 +156,16 @@ def kernel_tuner_row(prepared: Prepared, configs: int) -> dict:
     if prepared.tuner_inputs is None:
         return {"tuner": "kernel_tuner", "error": prepared.why_not}
     inputs = dict(prepared.tuner_inputs)
-    started = time.perf_counter()
-    results, _ = kernel_tuner.tune_kernel(
+    return time_kernel_tuner(
+        kernel_tuner,
+        configs,
         inputs.pop("kernel_name"),
         inputs.pop("kernel_source"),
         inputs.pop("problem_size"),
         inputs.pop("arguments"),
         inputs.pop("tune_params"),
-        strategy="random_sample",
-        strategy_options={"max_fevals": configs},
-        lang="nvcuda",
-        iterations=5,
-        quiet=True,
         **inputs,
     )
-    seconds = time.perf_counter() - started
-    busy = sum(r["time"] * 5 for r in results if isinstance(r.get("time"), float)) / 1000
-    return {
-        "tuner": f"kernel_tuner {kernel_tuner.__version__}",
-        "configs": len(results),
-        "seconds": round(seconds, 2),
-        "per_minute": round(60 * len(results) / seconds, 1),
-        "gpu_busy": round(busy / seconds, 3),
-        "outputs_checked": False,
-    }
 
 
 def main() -> int:

@@ -184,18 +184,19 @@ def kernel_tuner_row(configs: int) -> dict | None:
     import numpy as np
 
     from annotune.annotate import read_problem
-    from annotune.annotate.device_code import NVRTC_PRELUDE
 
     problem = read_problem(CONV2D)
     assert problem.device_code is not None
     main = os.path.abspath(problem.source)
-    source = NVRTC_PRELUDE + problem.device_code.slice(main, Path(main).read_bytes()).decode()
+    code = problem.device_code
+    source = code.prelude + code.slice(main, Path(main).read_bytes()).decode()
     params = {p.name: list(p.values) for p in problem.params}
     size = 8192
     a = np.random.default_rng(0).random(size * size).astype(np.float32)
     b = np.zeros_like(a)
-    started = time.perf_counter()
-    results, _ = kernel_tuner.tune_kernel(
+    row = time_kernel_tuner(
+        kernel_tuner,
+        configs,
         "conv2d",
         source,
         (size, size),
@@ -205,17 +206,30 @@ def kernel_tuner_row(configs: int) -> dict | None:
         grid_div_y=["BLOCK_Y * ROWS_PER_THREAD"],
         block_size_names=["BLOCK_X", "BLOCK_Y"],
         restrictions=["BLOCK_X * BLOCK_Y <= 1024"],
+    )
+    return {"mode": row.pop("tuner"), **row}
+
+
+def time_kernel_tuner(kernel_tuner, configs: int, *inputs, **options) -> dict:
+    """Kernel Tuner's random sampling of `configs` configurations, timed from its call: its
+    configurations a minute and the GPU's busy share (5 timed launches a configuration). Its
+    outputs are not checked, where annotune's are."""
+    started = time.perf_counter()
+    results, _ = kernel_tuner.tune_kernel(
+        *inputs,
         strategy="random_sample",
         strategy_options={"max_fevals": configs},
         lang="nvcuda",
         iterations=5,
         quiet=True,
+        **options,
     )
     seconds = time.perf_counter() - started
     busy = sum(r["time"] * 5 for r in results if isinstance(r.get("time"), float)) / 1000
     return {
-        "mode": f"kernel_tuner {kernel_tuner.__version__}",
+        "tuner": f"kernel_tuner {kernel_tuner.__version__}",
         "configs": len(results),
+        "seconds": round(seconds, 2),
         "per_minute": round(60 * len(results) / seconds, 1),
         "gpu_busy": round(busy / seconds, 3),
         "outputs_checked": False,
