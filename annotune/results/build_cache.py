@@ -20,7 +20,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from annotune.core.diagnostics import AnnotuneError
 from annotune.core.files import replace_atomically
+from annotune.core.inputs import SOURCE, read_input
 from annotune.results.workspace import workspace
 
 FOLDER = "build"
@@ -49,15 +51,17 @@ def text_digest(text: str) -> str:
 
 
 def file_digests(paths: Iterable[str | Path]) -> dict[str, str | None]:
-    """The digest of each file's bytes by absolute path; None where no file can be read."""
+    """The digest of each file's bytes by absolute path; None where no file can be read (read
+    as every input is, bounded: a FIFO swapped in for a header is refused, not waited on)."""
     found: dict[str, str | None] = {}
     for path in paths:
         name = os.path.abspath(path)
         try:
-            with open(name, "rb") as file:
-                found[name] = hashlib.blake2b(file.read(), digest_size=16).hexdigest()
-        except OSError:
+            data = read_input(Path(name), SOURCE)
+        except AnnotuneError:
             found[name] = None
+        else:
+            found[name] = hashlib.blake2b(data, digest_size=16).hexdigest()
     return found
 
 
