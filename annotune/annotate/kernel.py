@@ -6,7 +6,10 @@ Each E is a C expression over the tunable parameters and the numeric object-like
 user's files (`#define NX 4096`, `#define CELLS (NX * NY)`). Each A is, for a pointer parameter
 of the kernel, `in(E)` (random input), `out(E)` (output, compared with the default
 configuration's) or `inout(E)` (both), E being the element count; for a scalar parameter, an
-expression giving its value. Clauses may come in any order.
+expression giving its value. Clauses may come in any order. An `in` or `inout` array may say
+how it is filled, after its count (`FILLS`): `in(N, range(0, M))` (integers in [0, M): indices
+that must stay in bounds), `in(N, uniform(-1, 1))`, `in(N, value(1))` or `in(N, iota)` (0, 1,
+2, ...); without one, floats are uniform in [0, 1) and integers in [0, 100).
 
 Code that must not be edited declares its kernels in its config instead, with the same clauses
 and grammar, each clause's text a string (`args` also a list, one string an argument), located
@@ -28,6 +31,7 @@ generated inputs would be wrong.
 from __future__ import annotations
 
 import heapq
+import math
 import os
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
@@ -146,6 +150,21 @@ class LaunchError(ValueError):
     """A configuration whose launch cannot be computed (division by zero, a zero block...)."""
 
 
+FILLS = {"uniform": 2, "range": 2, "value": 1, "iota": 0}
+"""How an input array may be filled, and how many bounds each rule takes."""
+
+
+@dataclass(frozen=True)
+class Fill:
+    """An input array's fill rule (`FILLS`) with its bounds, C expressions like the count."""
+
+    rule: str
+    bounds: tuple[Expression, ...] = ()
+
+    def to_json(self) -> dict:
+        return {"rule": self.rule, "bounds": [_one_line(b) for b in self.bounds]}
+
+
 @dataclass(frozen=True)
 class KernelArg:
     """One kernel parameter and what the pragma says to pass for it.
@@ -162,6 +181,7 @@ class KernelArg:
     expr: Expression
     location: Location
     const: bool = False
+    fill: Fill | None = None  # how an input array is filled; None: the default rule
 
     @property
     def is_pointer(self) -> bool:
@@ -173,6 +193,7 @@ class KernelArg:
             "kind": self.kind,
             "type": self.ctype,
             "expr": _one_line(self.expr),
+            **({"fill": self.fill.to_json()} if self.fill is not None else {}),
         }
 
 
@@ -185,6 +206,7 @@ class LaunchArg:
     dtype: str
     count: int = 0
     value: Number = 0
+    fill: tuple[str, tuple[Number, ...]] | None = None  # the rule and its bounds' values
 
     @property
     def is_pointer(self) -> bool:
@@ -243,7 +265,12 @@ class KernelSpec:
             value = _value(arg.expr, values, f"the argument for '{arg.name}'")
             if arg.is_pointer:
                 count = _count(value, f"the element count of '{arg.name}'")
-                args.append(LaunchArg(arg.name, arg.kind, arg.dtype, count=count))
+                fill = None
+                if arg.fill is not None:
+                    what = f"the fill of '{arg.name}'"
+                    bounds = tuple(_value(b, values, what) for b in arg.fill.bounds)
+                    fill = _checked_fill(arg, count, bounds, what)
+                args.append(LaunchArg(arg.name, arg.kind, arg.dtype, count=count, fill=fill))
             else:
                 args.append(LaunchArg(arg.name, arg.kind, arg.dtype, value=value))
         return Launch(grid, block, shared, tuple(args))
@@ -273,6 +300,28 @@ def _value(expr: Expression, values: Mapping[str, Number], what: str) -> Number:
             "signed overflow"
         )
     return result[0].item()
+
+
+def _checked_fill(
+    arg: KernelArg, count: int, bounds: tuple[Number, ...], what: str
+) -> tuple[str, tuple[Number, ...]]:
+    """A fill's rule and bounds, once they can fill the array: a range that is not empty, and
+    integers the element type holds (never silently wrapped)."""
+    rule = arg.fill.rule  # type: ignore[union-attr]
+    if rule in ("range", "uniform") and not bounds[0] < bounds[1]:
+        raise LaunchError(f"{what} is empty: {rule}({bounds[0]}, {bounds[1]})")
+    dtype = np.dtype(arg.dtype)
+    if dtype.kind in "iub":
+        low, high = (0, 1) if dtype.kind == "b" else (np.iinfo(dtype).min, np.iinfo(dtype).max)
+        if rule == "iota":
+            least, most = 0, count - 1
+        elif rule == "value":
+            least = most = bounds[0]
+        else:
+            least, most = bounds[0], math.ceil(bounds[1]) - 1
+        if not (low <= least and most <= high):
+            raise LaunchError(f"{what} does not fit its type {arg.ctype}: {rule}{bounds}")
+    return rule, bounds
 
 
 def _count(value: Number, what: str) -> int:
@@ -623,10 +672,19 @@ def _argument(
                 hint=hint,
             )
         kind = kind_match.group(1)
-        inner_at = offset + kind_match.end()
-        inner_end = offset + len(item.rstrip())
-        if not item.rstrip().endswith(")") or inner_end - 1 < inner_at:
-            raise AnnotuneError(f"expected ')' to close {kind}(...)", at)
+        parts, after = _items(text, offset + kind_match.end() - 1)
+        rest = text.text[after : offset + len(item)]
+        if rest.strip():
+            skipped = len(rest) - len(rest.lstrip())
+            raise AnnotuneError(
+                f"unexpected text after {kind}(...)", text.location(after + skipped), hint=hint
+            )
+        if not parts or len(parts) > 2:
+            raise AnnotuneError(
+                f"{kind}(...) takes the element count and, for an input, how it is filled",
+                at,
+                hint=hint,
+            )
         dtype = _dtype(pointee, param, at, hint)
         if kind != "in" and const:
             raise AnnotuneError(
@@ -634,8 +692,10 @@ def _argument(
                 at,
                 hint=hint,
             )
-        expr = _expression(text, text.text[inner_at : inner_end - 1], inner_at, names)
-        return KernelArg(param.spelling, kind, dtype, ctype, expr, at, const=const)
+        _, count_text, count_at = parts[0]
+        expr = _expression(text, count_text, count_at, names)
+        fill = _fill(text, *parts[1][1:], kind, names) if len(parts) == 2 else None
+        return KernelArg(param.spelling, kind, dtype, ctype, expr, at, const=const, fill=fill)
     if kind_match is not None:
         raise AnnotuneError(
             f"'{param.spelling}' is a scalar ({ctype}): give its value, not {kind_match.group(1)}"
@@ -647,6 +707,36 @@ def _argument(
     return KernelArg(
         param.spelling, "scalar", dtype, ctype, _expression(text, item, offset, names), at
     )
+
+
+_FILL = re.compile(r"\s*([A-Za-z_]\w*)\s*")
+
+
+def _fill(text: _Text, item: str, offset: int, kind: str, names: _Names) -> Fill:
+    """`range(LO, HI)`, `uniform(LO, HI)`, `value(V)` or `iota`: an input's fill rule."""
+    at = text.location(offset + len(item) - len(item.lstrip()))
+    match = _FILL.match(item)
+    rule = match.group(1) if match else ""
+    rules = ", ".join(f"{r}({', '.join('E' * n)})" if n else r for r, n in FILLS.items())
+    if kind == "out":
+        raise AnnotuneError("an out(...) array starts as zeros: it takes no fill", at)
+    if rule not in FILLS:
+        raise AnnotuneError(f"unknown fill {item.strip()!r}", at, hint=f"fills: {rules}")
+    if FILLS[rule] == 0:
+        if item[match.end() :].strip():
+            raise AnnotuneError(f"'{rule}' takes no bounds", at, hint=f"fills: {rules}")
+        return Fill(rule)
+    open_at = offset + match.end()
+    if text.text[open_at : open_at + 1] != "(":
+        raise AnnotuneError(f"'{rule}' needs its bounds in (...)", at, hint=f"fills: {rules}")
+    parts, after = _items(text, open_at)
+    if text.text[after : offset + len(item)].strip() or len(parts) != FILLS[rule]:
+        raise AnnotuneError(
+            f"'{rule}' takes {FILLS[rule]} bound{'s' * (FILLS[rule] > 1)}",
+            at,
+            hint=f"fills: {rules}",
+        )
+    return Fill(rule, tuple(_expression(text, t, o, names) for _, t, o in parts))
 
 
 def _element(pointer: ci.Type) -> ci.Type:

@@ -414,16 +414,9 @@ class KernelRunner:
         sets it to), else the seeded input (read-only, the same for every configuration)."""
         if arg.kind == "out":
             return np.zeros(arg.count, arg.dtype)
-        key = (index, arg.dtype, arg.count)
+        key = (index, arg.dtype, arg.count, arg.fill)
         if key not in self._inputs:
-            rng = np.random.default_rng([self.seed, index])
-            dtype = np.dtype(arg.dtype)
-            if dtype.kind == "f":
-                data = rng.random(arg.count).astype(dtype)
-            elif dtype.kind == "b":
-                data = rng.integers(0, 2, arg.count).astype(dtype)
-            else:
-                data = rng.integers(0, INTEGER_INPUT_LIMIT, arg.count).astype(dtype)
+            data = input_data(arg, np.random.default_rng([self.seed, index]))
             data.flags.writeable = False
             self._inputs[key] = data
         return self._inputs[key]
@@ -593,3 +586,26 @@ def _batch_size(sampling: Sampling, times: Sequence[float], seconds: float) -> i
         width = relative_halfwidth(times)
         wanted = math.ceil(n * (width / sampling.within) ** 2) - n if width < math.inf else cap
     return max(1, min(cap, wanted))
+
+
+def input_data(arg: LaunchArg, rng: np.random.Generator) -> np.ndarray:
+    """An input array's elements: by its fill rule (`annotate.kernel.FILLS`, bounds checked
+    when the launch was computed), else floats uniform in [0, 1), booleans 0 or 1 and other
+    integers in [0, INTEGER_INPUT_LIMIT)."""
+    dtype = np.dtype(arg.dtype)
+    rule, bounds = arg.fill if arg.fill is not None else ("", ())
+    if rule == "iota":
+        data = np.arange(arg.count)
+    elif rule == "value":
+        data = np.full(arg.count, bounds[0])
+    elif rule == "range" or (rule == "uniform" and dtype.kind != "f"):
+        data = rng.integers(int(bounds[0]), int(bounds[1]), arg.count)
+    elif rule == "uniform":
+        data = rng.uniform(float(bounds[0]), float(bounds[1]), arg.count)
+    elif dtype.kind == "f":
+        data = rng.random(arg.count)
+    elif dtype.kind == "b":
+        data = rng.integers(0, 2, arg.count)
+    else:
+        data = rng.integers(0, INTEGER_INPUT_LIMIT, arg.count)
+    return data.astype(dtype)

@@ -106,7 +106,7 @@ def test_a_pragma_and_a_config_may_not_declare_one_kernel_twice(tmp_path):
         ('"TILE"', '"TILE))"', "unbalanced ')'", "))"),
         ('"TILE"', '"TILE, 1, 1, 1"', "block(...) takes 1 to 3", "TILE, 1"),
         ('"in(N)", "out(N)"', '"N", "out(N)"', "'in' is a pointer", '"N", "out'),
-        ('"in(N)", "out(N)"', '"in(N)", "in(N) * 2"', "expected ')' to close in", "in(N) *"),
+        ('"in(N)", "out(N)"', '"in(N)", "in(N) * 2"', "unexpected text after in(...)", "* 2"),
         ('"N", "2.0"]', '"out(N)", "2.0"]', "'n' is a scalar", 'out(N)", "2.0'),
         ('"N", "2.0"]', '"N"]', "kernel 'scale' takes 4 arguments, args(...) gives 3", "in(N)"),
         ('name = "scale"', 'name = "scaled"', "unknown kernel 'scaled'", "scaled"),
