@@ -88,7 +88,7 @@ _FILE_KEYS = {
     "kernel",
 }
 _PARAM_KEYS = {"domain", "default"}
-_KERNEL_KEYS = {"name", "grid", "block", "shared", "args"}  # the pragma's clauses
+_KERNEL_KEYS = {"name", "grid", "block", "shared", "args", "tolerance"}  # its clauses
 _TIME_UNITS = ("s", "ms", "us", "ns")  # those run.program knows
 _C_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a macro's, or an environment variable's
 _ENV_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
@@ -547,10 +547,12 @@ def _kernels(entry: dict, where: _Positions, at: tuple) -> tuple[DeclaredKernel,
                 where.value((*here, "name")) if "name" in table else where.key(here),
             )
         clauses = []
-        for clause in ("grid", "block", "shared", "args"):
+        for clause in ("grid", "block", "shared", "args", "tolerance"):
             value = table.get(clause)
             if value is None:
                 continue
+            if clause == "tolerance" and type(value) in (int, float):
+                value = repr(value)  # a TOML number as the pragma would write it
             if isinstance(value, str):
                 pieces = ((value, where.value((*here, clause))),)
             elif clause == "args" and isinstance(value, list):

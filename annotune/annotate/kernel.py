@@ -1,12 +1,15 @@
 """Kernel mode's annotation: `#pragma annotune kernel`, checked against the kernel's signature.
 
     #pragma annotune kernel NAME grid(E[, E[, E]]) block(E[, E[, E]]) [shared(E)] args(A, ...)
+        [tolerance(R)]
 
 Each E is a C expression over the tunable parameters and the numeric object-like macros of the
 user's files (`#define NX 4096`, `#define CELLS (NX * NY)`). Each A is, for a pointer parameter
 of the kernel, `in(E)` (random input), `out(E)` (output, compared with the default
 configuration's) or `inout(E)` (both), E being the element count; for a scalar parameter, an
-expression giving its value. Clauses may come in any order. An `in` or `inout` array may say
+expression giving its value. `tolerance(R)` is the relative difference from the default's
+outputs a configuration may show (a number; `--check-rtol` overrides it). Clauses may come in
+any order. An `in` or `inout` array may say
 how it is filled, after its count (`FILLS`): `in(N, range(0, M))` (integers in [0, M): indices
 that must stay in bounds), `in(N, uniform(-1, 1))`, `in(N, value(1))` or `in(N, iota)` (0, 1,
 2, ...); without one, floats are uniform in [0, 1) and integers in [0, 100).
@@ -122,7 +125,7 @@ _RECORD_DTYPES = {"__half": "float16"}
 _SUPPORTED = "float, double, __half, bool, char, short, int, long, long long and unsigned"
 
 _ARRAY_KINDS = (ci.TypeKind.CONSTANTARRAY, ci.TypeKind.INCOMPLETEARRAY)
-_CLAUSES = ("grid", "block", "shared", "args")
+_CLAUSES = ("grid", "block", "shared", "args", "tolerance")
 _STUB = "__device_stub__"
 _KEEP_GOING = 0x200
 
@@ -246,6 +249,7 @@ class KernelSpec:
     args: tuple[KernelArg, ...]
     macros: tuple[tuple[str, Expression], ...]
     location: Location
+    tolerance: float | None = None  # tolerance(R): the outputs' relative tolerance
 
     def launch(self, params: Mapping[str, Number]) -> Launch:
         """Grid, block, dynamic shared bytes and arguments for one configuration.
@@ -283,6 +287,7 @@ class KernelSpec:
             "block": [_one_line(e) for e in self.block],
             "shared": _one_line(self.shared) if self.shared is not None else None,
             "args": [arg.to_json() for arg in self.args],
+            **({"tolerance": self.tolerance} if self.tolerance is not None else {}),
             "location": self.location.to_json(),
         }
 
@@ -529,7 +534,25 @@ def _checked(
         args=args,
         macros=_macros_needed(used, macros),
         location=where,
+        tolerance=_tolerance(clauses["tolerance"]) if "tolerance" in clauses else None,
     )
+
+
+def _tolerance(clause: _Clause) -> float:
+    """tolerance(R): one number, finite and not negative."""
+    if len(clause.items) != 1:
+        raise AnnotuneError("tolerance(...) takes one number (a relative tolerance)", clause.at)
+    text, item, offset = clause.items[0]
+    at = text.location(offset + len(item) - len(item.lstrip()))
+    try:
+        value = float(item.strip())
+    except ValueError:
+        raise AnnotuneError(
+            f"tolerance(...) takes a number, not {item.strip()!r}", at, hint="e.g. 1e-3"
+        ) from None
+    if not math.isfinite(value) or value < 0:
+        raise AnnotuneError(f"tolerance {item.strip()} is not a finite number >= 0", at)
+    return value
 
 
 def _clauses(text: _Text, pos: int) -> dict[str, _Clause]:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Literal, TypeVar
 
 from annotune.annotate import Problem
-from annotune.annotate.problem import RunSettings
+from annotune.annotate.problem import RunSettings, chosen_kernel
 from annotune.builder import CompilerCommand
 from annotune.core.diagnostics import AnnotuneError
 from annotune.core.records import OBJECTIVES, Number
@@ -310,8 +310,11 @@ def _run_spec(given: TuneArguments, problem: Problem) -> RunSpec:
         "check_tolerance": given.check_rtol,
     }
     if given.check_rtol is None and kernel_mode(problem, given.mode):
-        # float32 sums a configuration reorders differ from the default's by a few 1e-6
-        chosen["check_tolerance"] = KERNEL_CHECK_RTOL
+        # float32 sums a configuration reorders differ from the default's by a few 1e-6,
+        # unless the kernel's declaration says what its outputs may differ by
+        kernel = chosen_kernel(problem, given.mode, given.kernel)
+        declared = kernel.tolerance if kernel is not None else None
+        chosen["check_tolerance"] = KERNEL_CHECK_RTOL if declared is None else declared
     try:
         return RunSpec(
             args=given.args or settings.args,
