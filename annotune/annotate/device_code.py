@@ -129,28 +129,14 @@ LIBCUXX_FREE = frozenset(
 
 # Headers NVRTC compiles device code from (with -I the toolkit's include dir, and its cccl/ for
 # cuda/, cub/ and nv/): an `#include` of any other header not among the user's files is blanked.
-DEVICE_HEADERS = frozenset(
+DEVICE_HEADERS = LIBCUXX_FREE | frozenset(
     {
-        "cuComplex.h",
         "cooperative_groups.h",
         "cuda_awbarrier.h",
         "cuda_awbarrier_primitives.h",
-        "cuda_bf16.h",
-        "cuda_fp16.h",
-        "cuda_fp4.h",
-        "cuda_fp6.h",
-        "cuda_fp8.h",
         "cuda_pipeline.h",
         "cuda_pipeline_primitives.h",
-        "cuda_runtime.h",
-        "cuda_runtime_api.h",
         "curand_kernel.h",
-        "device_atomic_functions.h",
-        "device_launch_parameters.h",
-        "math_constants.h",
-        "mma.h",
-        "vector_functions.h",
-        "vector_types.h",
     }
 )
 DEVICE_HEADER_PREFIXES = ("cooperative_groups/", "cuda/", "cub/", "nv/")

@@ -14,7 +14,7 @@ import numpy as np
 
 from annotune.core.records import BuildResult, Measurement, Number, Result
 from annotune.session.concurrent import DevicePool, Work, room
-from annotune.session.measuring import CLAIM_POLL_S, Measuring, build_iter
+from annotune.session.measuring import CLAIM_POLL_S, Measuring, build_iter, timed
 from annotune.session.study import result_of, shared
 
 
@@ -133,12 +133,7 @@ class Flight:
         s = self.m
         configs = [params for _, params in mine]
         with closing(build_iter(s.builder, s.through_env, configs)) as builds:
-            while True:
-                with s.stopwatch.part("compile"):
-                    landed = next(builds, None)
-                if landed is None:
-                    break
-                index, build = landed
+            for index, build in timed(builds, s.stopwatch):
                 self._dispatch(mine[index][0], s.built(build))
 
     def _dispatch(self, row: int, build: BuildResult, tries: int = 0) -> None:

@@ -173,12 +173,7 @@ class Measuring:
         done: dict[int, Measurement] = {}
         try:
             with closing(build_iter(self.builder, self.through_env, configs)) as builds:
-                while True:
-                    with self.stopwatch.part("compile"):
-                        landed = next(builds, None)
-                    if landed is None:
-                        break
-                    index, build = landed
+                for index, build in timed(builds, self.stopwatch):
                     done[index] = self._measure_built(self.built(build))
         finally:
             for index, params in enumerate(configs):
@@ -284,3 +279,16 @@ def build_iter(
             yield first, build
             for other in others:
                 yield other, replace(build, params=dict(configs[other]), cached=True)
+
+
+def timed(
+    builds: Iterator[tuple[int, BuildResult]], stopwatch: Stopwatch
+) -> Iterator[tuple[int, BuildResult]]:
+    """Each build as it lands, the wait for it booked as compile time: what the loop does with
+    it between two waits is booked by the loop."""
+    while True:
+        with stopwatch.part("compile"):
+            landed = next(builds, None)
+        if landed is None:
+            return
+        yield landed
