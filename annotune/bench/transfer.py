@@ -36,7 +36,7 @@ from annotune.core.diagnostics import AnnotuneError
 from annotune.core.records import TaskData
 from annotune.results.replay import ReplayDataset
 from annotune.search.multitask import match_rows
-from annotune.transfer.adapt import Selection, zero_shot
+from annotune.transfer.adapt import Selection, ZeroShot, zero_shot
 from annotune.transfer.features import dataset_device
 from annotune.transfer.resolve import GpuTable, Resolved, resolve_dataset, shared_names
 
@@ -174,6 +174,33 @@ def transfer_bench(
     return rows
 
 
+def warm_start(
+    target: ReplayDataset,
+    group: Sequence[ReplayDataset],
+    features: Sequence[Resolved],
+    seed: int,
+) -> tuple[ZeroShot, dict[str, Any]] | None:
+    """The zero-shot for `target` from the other datasets of `group` (device features chosen by
+    CV-DFS; `features` in the group's order) and the transfer strategy's options it warm-starts:
+    the prior over the chosen features and the target's values of them. None when no other
+    GPU has a valid measurement."""
+    sources = [d for d in group if d is not target]
+    by_dataset = {id(d): f for d, f in zip(group, features, strict=True)}
+    # The features every GPU of the group has: all, unless one is known by its name alone.
+    names = shared_names(features)
+    full = [as_task(s, by_dataset[id(s)], names) for s in sources]
+    target_full = by_dataset[id(target)].vector(names)
+    found = zero_shot(target.candidates, full, target_full, names, rng=np.random.default_rng(seed))
+    if found is None:
+        return None
+    columns = list(found.selection.columns)
+    chosen = [names[c] for c in columns]
+    return found, {
+        "prior": [as_task(s, by_dataset[id(s)], chosen) for s in sources],
+        "task_features": tuple(target_full[columns]),
+    }
+
+
 def _leave_out(
     target: ReplayDataset,
     group: Sequence[ReplayDataset],
@@ -186,25 +213,14 @@ def _leave_out(
     on_run: Callable[[str, RunTrace], None] | None,
 ) -> TransferRow:
     sources = [d for d in group if d is not target]
-    by_dataset = {id(d): f for d, f in zip(group, features, strict=True)}
-    # The features every GPU of the group has: all, unless one is known by its name alone.
-    names = shared_names(features)
-    full = [as_task(s, by_dataset[id(s)], names) for s in sources]
-    target_full = by_dataset[id(target)].vector(names)
-    found = zero_shot(target.candidates, full, target_full, names, rng=np.random.default_rng(seed))
-    if found is None:
+    warm = warm_start(target, group, features, seed)
+    if warm is None:
         raise AnnotuneError(f"{target.name}: no source GPU has a valid measurement")
+    found, warm_options = warm
     selection = found.selection
     first_pick = float(target.normalized()[found.ranking[0]])
     naive, naive_source = naive_baseline(target, sources)
-
-    chosen = [names[c] for c in selection.columns]
-    prior = [as_task(s, by_dataset[id(s)], chosen) for s in sources]
-    transfer_options = {
-        **(options or {}),
-        "prior": prior,
-        "task_features": tuple(target_full[list(selection.columns)]),
-    }
+    transfer_options = {**(options or {}), **warm_options}
     results = bench(
         target,
         ["transfer", "iterml"],

@@ -46,10 +46,8 @@ import numpy as np
 from autotuning_methodology.report_experiments import get_strategy_scores
 
 from annotune.bench import load_recordings
-from annotune.bench.transfer import as_task, device_features, group_by_space
+from annotune.bench.transfer import device_features, group_by_space, warm_start
 from annotune.results.replay import ReplayDataset
-from annotune.transfer.adapt import zero_shot
-from annotune.transfer.resolve import shared_names
 
 HERE = Path(__file__).resolve().parent
 ADAPTER = HERE / "annotune_strategy.py"
@@ -211,23 +209,10 @@ def t4_results(cache: dict[str, Any]) -> dict[str, Any]:
 def transfer_options(space: Space, group: Sequence[ReplayDataset], seed: int) -> dict | None:
     """The transfer strategy's prior from the other GPUs of the space, as `annotune bench
     --transfer` builds it (CV-DFS device features); None when no other GPU shares it."""
-    target = space.dataset
-    sources = [d for d in group if d is not target]
-    if not sources:
+    if all(d is space.dataset for d in group):
         return None
-    features = {id(d): device_features(d) for d in group}
-    names = shared_names(features.values())
-    full = [as_task(s, features[id(s)], names) for s in sources]
-    target_full = features[id(target)].vector(names)
-    rng = np.random.default_rng(seed)
-    found = zero_shot(target.candidates, full, target_full, names, rng=rng)
-    if found is None:
-        return None
-    chosen = [names[c] for c in found.selection.columns]
-    return {
-        "prior": [as_task(s, features[id(s)], chosen) for s in sources],
-        "task_features": tuple(target_full[list(found.selection.columns)]),
-    }
+    warm = warm_start(space.dataset, group, [device_features(d) for d in group], seed)
+    return warm[1] if warm is not None else None
 
 
 def strategy_entry(name: str, options_file: Path | None) -> dict[str, Any]:
