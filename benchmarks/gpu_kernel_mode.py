@@ -30,10 +30,8 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -117,20 +115,11 @@ def kernel_tuner_inputs(problem, spec) -> tuple[dict | None, str]:
 
 def annotune_row(prepared: Prepared, configs: int) -> dict:
     """The tune as a user runs it, timed from the process's start to its exit."""
-    command = [sys.executable, "-m", "annotune", "tune", "../main.cu", "--mode", "kernel"]
-    command += ["--strategy", "random", "--budget", str(configs), "--fresh", "--recheck", "0"]
-    command += ["--json"]
-    path = os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(ROOT)]))
-    started = time.monotonic()
-    done = subprocess.run(
-        command,
-        cwd=prepared.source.parent / "work",
-        env={**os.environ, "PYTHONPATH": path},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    seconds = time.monotonic() - started
+    from throughput import timed_annotune  # a sibling script: benchmarks/ is on sys.path
+
+    command = ["tune", "../main.cu", "--mode", "kernel", "--strategy", "random"]
+    command += ["--budget", str(configs), "--fresh", "--recheck", "0", "--json"]
+    done, seconds = timed_annotune(command, prepared.source.parent / "work")
     if done.returncode != 0:
         return {"tuner": "annotune", "error": done.stderr.strip()[-2000:]}
     report = json.loads(done.stdout)
