@@ -3,10 +3,12 @@ and Kernel Tuner's rate on the same kernels, side by side.
 
     python benchmarks/gpu_kernel_mode.py --suite-root /path/to/HeCBench [--configs 300] [--json]
 
-Three HeCBench kernels, each declared in a config of ours (`realcode/kernels/NAME.toml`, put
+Four HeCBench kernels, each declared in a config of ours (`realcode/kernels/NAME.toml`, put
 beside a copy of the program as its annotune.toml; the program is not edited): che-cuda's
 cahnHilliard (a 3-D block over 256^3 doubles), pathfinder-cuda's pathfinder (the block a
-variable of main) and shuffle-cuda's bcast_shfl_sg8 (one block). For each:
+variable of main), shuffle-cuda's bcast_shfl_sg8 (one block) and blockScan-cuda's
+BlockPrefixSumKernel (a template: block size and items per thread are its template
+parameters, cub's BlockScan inside). For each:
 
 1. `annotune tune main.cu --mode kernel --strategy random --budget N --fresh --recheck 0
    --json`, from the copy's `work/` directory, as a user runs it: configurations a minute over
@@ -16,7 +18,10 @@ variable of main) and shuffle-cuda's bcast_shfl_sg8 (one block). For each:
    slice, the tuned macros' own `#define` lines blanked so that Kernel Tuner's take effect),
    the same launches (grid and block from the declaration, for each configuration), the same
    arguments (sized for the largest configuration: Kernel Tuner's are fixed), `iterations=5`,
-   random sampling of N configurations. Outputs are not checked there (annotune's are).
+   random sampling of N configurations. Outputs are not checked there (annotune's are). A
+   template kernel is named to Kernel Tuner with its template arguments as the config writes
+   them (`BlockPrefixSumKernel<BT, IPT, ...>`, the knobs Kernel Tuner's macros); a failure of
+   Kernel Tuner's is its row's error, not the script's.
 
 Everything up to the GPU is done first (copies, the configs read and checked, Kernel Tuner's
 inputs built), so that a machine without a GPU says so after having checked the rest: the
@@ -37,7 +42,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNELS = ROOT / "benchmarks" / "realcode" / "kernels"
-PROGRAMS = ("che-cuda", "pathfinder-cuda", "shuffle-cuda")
+PROGRAMS = ("che-cuda", "pathfinder-cuda", "shuffle-cuda", "blockScan-cuda")
 EXIT_NO_GPU = 2
 
 
@@ -74,6 +79,7 @@ def kernel_tuner_inputs(problem, spec) -> tuple[dict | None, str]:
 
     from annotune.annotate import problem_space
     from annotune.annotate.device_code import NVRTC_PRELUDE
+    from annotune.builder.nvrtc import toolkit_include_dirs
 
     names = {p.name for p in problem.params}
     block = [" ".join(e.text.split()) for e in spec.block]
@@ -98,8 +104,11 @@ def kernel_tuner_inputs(problem, spec) -> tuple[dict | None, str]:
             arguments.append(rng.random(count).astype(arg.dtype))
         else:
             arguments.append(np.array(arg.value, dtype=arg.dtype)[()])
+    name = spec.name
+    if spec.template:  # the knobs as written: Kernel Tuner defines them as macros
+        name = f"{spec.scope}{spec.name}<{', '.join(arg.text for arg in spec.template)}>"
     return {
-        "kernel_name": spec.name,
+        "kernel_name": name,
         "kernel_source": NVRTC_PRELUDE + text,
         "problem_size": lambda p: spec.launch(p).grid,
         "arguments": arguments,
@@ -109,7 +118,10 @@ def kernel_tuner_inputs(problem, spec) -> tuple[dict | None, str]:
         "grid_div_z": [],
         "block_size_names": block,
         "restrictions": [c.expr for c in problem.constraints] or None,
-        "compiler_options": [f"-I{os.path.dirname(h)}" for h in headers],
+        "compiler_options": [
+            *(f"-I{os.path.dirname(h)}" for h in headers),
+            *(f"-I{d}" for d in toolkit_include_dirs()),  # cub, libcu++
+        ],
     }, ""
 
 
@@ -145,16 +157,19 @@ def kernel_tuner_row(prepared: Prepared, configs: int) -> dict:
     if prepared.tuner_inputs is None:
         return {"tuner": "kernel_tuner", "error": prepared.why_not}
     inputs = dict(prepared.tuner_inputs)
-    return time_kernel_tuner(
-        kernel_tuner,
-        configs,
-        inputs.pop("kernel_name"),
-        inputs.pop("kernel_source"),
-        inputs.pop("problem_size"),
-        inputs.pop("arguments"),
-        inputs.pop("tune_params"),
-        **inputs,
-    )
+    try:
+        return time_kernel_tuner(
+            kernel_tuner,
+            configs,
+            inputs.pop("kernel_name"),
+            inputs.pop("kernel_source"),
+            inputs.pop("problem_size"),
+            inputs.pop("arguments"),
+            inputs.pop("tune_params"),
+            **inputs,
+        )
+    except Exception as error:  # noqa: BLE001 - Kernel Tuner's failure is this row's result
+        return {"tuner": "kernel_tuner", "error": f"{type(error).__name__}: {error}"[:2000]}
 
 
 def main() -> int:

@@ -873,7 +873,7 @@ def _not_found(collector: _Collector, spec: ConfigParam, config: FileConfig) -> 
     the user's files and no `{NAME}` in an env value. A -D for it would change nothing, and
     every configuration would be the same program."""
     named = any(f"{{{spec.name}}}" in setting.value for setting in config.settings.env)
-    if named:
+    if named or _in_kernel_declarations(spec.name, config):
         return
     raise AnnotuneError(
         f"'{spec.name}' is neither a macro, a constant, nor a name the code uses in "
@@ -882,6 +882,18 @@ def _not_found(collector: _Collector, spec: ConfigParam, config: FileConfig) -> 
         spec.location,
         hint="name a #define, a const/constexpr variable or an enumerator of the source, or "
         f'use it in the environment (OMP_NUM_THREADS = "{{{spec.name}}}")',
+    )
+
+
+def _in_kernel_declarations(name: str, config: FileConfig) -> bool:
+    """Whether a `[[file.kernel]]` of the config names `name`: a knob kernel mode gives the
+    kernel only through its declaration (`block_sum<float, BT>`, `block(BT)`), which reaches
+    no program (`annotate.problem.kernel_only_params`)."""
+    word = re.compile(rf"\b{re.escape(name)}\b")
+    return any(
+        word.search(text)
+        for kernel in config.kernels
+        for text in (kernel.name, *(piece for c in kernel.clauses for piece, _ in c.pieces))
     )
 
 

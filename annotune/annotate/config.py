@@ -88,7 +88,7 @@ _FILE_KEYS = {
     "kernel",
 }
 _PARAM_KEYS = {"domain", "default"}
-_KERNEL_KEYS = {"name", "grid", "block", "shared", "args", "tolerance"}  # its clauses
+_KERNEL_KEYS = {"name", "grid", "block", "shared", "args", "tolerance", "constants"}  # clauses
 _TIME_UNITS = ("s", "ms", "us", "ns")  # those run.program knows
 _C_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a macro's, or an environment variable's
 _ENV_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
@@ -541,13 +541,14 @@ def _kernels(entry: dict, where: _Positions, at: tuple) -> tuple[DeclaredKernel,
     for number, table in enumerate(tables):
         here = (*at, "kernel", number)
         name = table.get("name")
-        if not isinstance(name, str) or not _C_NAME.fullmatch(name):
+        if not isinstance(name, str) or not _C_NAME.fullmatch(name.split("<", 1)[0].strip()):
             raise AnnotuneError(
-                'each [[file.kernel]] needs name = "KERNEL" (the __global__ function\'s name)',
+                'each [[file.kernel]] needs name = "KERNEL" (the __global__ function\'s name, '
+                'with its template arguments for a template: "KERNEL<float, BLOCK>")',
                 where.value((*here, "name")) if "name" in table else where.key(here),
             )
         clauses = []
-        for clause in ("grid", "block", "shared", "args", "tolerance"):
+        for clause in ("grid", "block", "shared", "args", "tolerance", "constants"):
             value = table.get(clause)
             if value is None:
                 continue
@@ -555,16 +556,18 @@ def _kernels(entry: dict, where: _Positions, at: tuple) -> tuple[DeclaredKernel,
                 value = repr(value)  # a TOML number as the pragma would write it
             if isinstance(value, str):
                 pieces = ((value, where.value((*here, clause))),)
-            elif clause == "args" and isinstance(value, list):
+            elif clause in ("args", "constants") and isinstance(value, list):
                 if not all(isinstance(v, str) for v in value):
                     raise AnnotuneError(
-                        "'args' must be a string or a list of strings", where.key((*here, clause))
+                        f"'{clause}' must be a string or a list of strings",
+                        where.key((*here, clause)),
                     )
                 pieces = tuple(
                     (v, where.value((*here, clause, index))) for index, v in enumerate(value)
                 )
             else:
-                kind = "a string or a list of strings" if clause == "args" else "a string"
+                listed = clause in ("args", "constants")
+                kind = "a string or a list of strings" if listed else "a string"
                 raise AnnotuneError(f"'{clause}' must be {kind}", where.value((*here, clause)))
             clauses.append(DeclaredClause(clause, pieces))
         kernels.append(DeclaredKernel(name, where.value((*here, "name")), tuple(clauses)))

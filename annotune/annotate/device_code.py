@@ -10,9 +10,15 @@ kernels use. Preprocessor lines inside a blanked declaration stay (a `#define` i
 function still acts on the code after it); `#include` and `#pragma` lines there go with it.
 
 What is blanked comes from libclang's AST of the main file (`kernel.parse_cuda`, the parse the
-kernels' signatures come from). Its limits: code in `#if` branches that parse did not take
-(a variant whose tuned values take another branch may find host code there), and a typedef or
-class that names a host library's type without `std::` (after `using namespace std;`).
+kernels' signatures come from) and its errors, which say what names the standard library (the
+parse reads no system header). A class or typedef whose type only a system header has (a
+`struct timeval` field, `pthread_t`) goes only if no code kept names it: the kernels' classes
+keep their layout. Its limits: code in `#if` branches that parse did not take
+(a variant whose tuned values take another branch may find host code there); a host library's
+name written without `std::` (after `using namespace std;`) that `_HOST_STD_NAMES` lacks; and
+an explicit instantiation a macro writes. (The parse lifts clang's limit of 20 errors, which a
+file's missing system headers would spend before the one that names `std::vector`.) What slips
+through stays, NVRTC rejects it, and the variant goes to nvcc, which compiles it as it is.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from dataclasses import dataclass
 
 import clang.cindex as ci
 
-from annotune.annotate.frontend import ParsedSource, SourceFile
+from annotune.annotate.frontend import ParsedSource, SourceFile, Token
 from annotune.annotate.kernel import parse_cuda
 
 __all__ = [
@@ -56,8 +62,20 @@ typedef long long intptr_t;
 typedef unsigned long long uintptr_t;
 typedef long long intmax_t;
 typedef unsigned long long uintmax_t;
+typedef signed char int_least8_t;
+typedef short int_least16_t;
+typedef int int_least32_t;
+typedef long long int_least64_t;
+typedef unsigned char uint_least8_t;
+typedef unsigned short uint_least16_t;
+typedef unsigned int uint_least32_t;
+typedef unsigned long long uint_least64_t;
 typedef unsigned long size_t;
 typedef long ptrdiff_t;
+/* glibc's <sys/types.h>, which g++ (_GNU_SOURCE) reaches through <cstdlib>, <cmath>, ... */
+typedef unsigned short ushort;
+typedef unsigned int uint;
+typedef unsigned long ulong;
 namespace std {
 using ::size_t; using ::ptrdiff_t; using ::int8_t; using ::int16_t; using ::int32_t;
 using ::int64_t; using ::uint8_t; using ::uint16_t; using ::uint32_t; using ::uint64_t;
@@ -84,6 +102,56 @@ using ::intptr_t; using ::uintptr_t; using ::intmax_t; using ::uintmax_t;
 #define M_2_SQRTPI 1.1283791670955126
 #define M_SQRT2 1.4142135623730951
 #define M_SQRT1_2 0.7071067811865476
+/* <climits>'s and <cstdint>'s macros, spelled as libcu++'s <cuda/std/climits> and <cstdint>. */
+#define CHAR_BIT 8
+#define SCHAR_MIN (-128)
+#define SCHAR_MAX 127
+#define UCHAR_MAX 255
+#define CHAR_MIN SCHAR_MIN
+#define CHAR_MAX SCHAR_MAX
+#define SHRT_MIN (-SHRT_MAX - 1)
+#define SHRT_MAX 0x7fff
+#define USHRT_MAX 0xffff
+#define INT_MIN (-INT_MAX - 1)
+#define INT_MAX 0x7fffffff
+#define UINT_MAX 0xffffffff
+#define LONG_MIN (-LONG_MAX - 1)
+#define LONG_MAX LLONG_MAX
+#define ULONG_MAX ULLONG_MAX
+#define LLONG_MIN (-LLONG_MAX - 1)
+#define LLONG_MAX 0x7fffffffffffffffLL
+#define ULLONG_MAX 0xffffffffffffffffUL
+#define INT8_MIN SCHAR_MIN
+#define INT16_MIN SHRT_MIN
+#define INT32_MIN INT_MIN
+#define INT64_MIN LLONG_MIN
+#define INT8_MAX SCHAR_MAX
+#define INT16_MAX SHRT_MAX
+#define INT32_MAX INT_MAX
+#define INT64_MAX LLONG_MAX
+#define UINT8_MAX UCHAR_MAX
+#define UINT16_MAX USHRT_MAX
+#define UINT32_MAX UINT_MAX
+#define UINT64_MAX ULLONG_MAX
+#define INTPTR_MIN INT64_MIN
+#define INTPTR_MAX INT64_MAX
+#define UINTPTR_MAX UINT64_MAX
+#define INTMAX_MIN INT64_MIN
+#define INTMAX_MAX INT64_MAX
+#define UINTMAX_MAX UINT64_MAX
+#define PTRDIFF_MIN INT64_MIN
+#define PTRDIFF_MAX INT64_MAX
+#define SIZE_MAX UINT64_MAX
+#define INT8_C(X) ((::int_least8_t)(X))
+#define INT16_C(X) ((::int_least16_t)(X))
+#define INT32_C(X) ((::int_least32_t)(X))
+#define INT64_C(X) ((::int_least64_t)(X))
+#define UINT8_C(X) ((::uint_least8_t)(X))
+#define UINT16_C(X) ((::uint_least16_t)(X))
+#define UINT32_C(X) ((::uint_least32_t)(X))
+#define UINT64_C(X) ((::uint_least64_t)(X))
+#define INTMAX_C(X) ((::intmax_t)(X))
+#define UINTMAX_C(X) ((::uintmax_t)(X))
 """
 """Pre-included before the slice. The 64-bit types are `long long`, as libcu++'s
 <cuda/std/cstdint> declares them under NVRTC (which cuda/ and cub/ headers include: another type
@@ -91,20 +159,33 @@ would be a redeclaration error). glibc has `long`, and so have nvcc and the kern
 mode computes: a kernel taking an int64_t has another symbol under this prelude (`x` for `l`),
 so code that includes no libcu++ gets `GLIBC_PRELUDE` (`DeviceCode.prelude`); for the rest the
 builder would have to take the name from NVRTC (nvrtcGetLoweredName). `size_t` is NVRTC's
-own `unsigned long`, as glibc's. The timing header's guard is defined: its host timer is no
-device code, and a user file that tests the guard (`#ifndef ANNOTUNE_TIMING_H`) takes the
-branch libclang took, the header being on its include path there. <cfloat>'s limits and
+own `unsigned long`, as glibc's; `uint` and its kin are glibc's (no toolkit header declares
+them). The timing header's guard is defined: its host timer is no device code, and a user
+file that tests the guard (`#ifndef ANNOTUNE_TIMING_H`) takes the branch libclang took, the
+header being on its include path there. <cfloat>'s limits and
 <cmath>'s `M_PI` and kin are defined, as device code uses them and NVRTC has neither header
 (nor does the toolkit define them anywhere, so no header NVRTC reads defines them again); each
-is the double (or float) glibc's spelling rounds to."""
+is the double (or float) glibc's spelling rounds to. <climits>'s and <cstdint>'s macros
+(`INT_MAX`, `UINT32_MAX`, `UINT64_C(1)`) are libcu++'s, token for token as its headers define
+them under NVRTC (x86-64: `char` signed, `long` 64-bit), so that its later definitions are
+identical redefinitions, which the preprocessor allows; the least-width types they cast to are
+libcu++'s too. Unlike glibc's, its `_C` macros are casts, which no `#if` can evaluate."""
 
-GLIBC_PRELUDE = NVRTC_PRELUDE.replace("typedef long long", "typedef long").replace(
-    "typedef unsigned long long", "typedef unsigned long"
+GLIBC_PRELUDE = (
+    NVRTC_PRELUDE.replace("typedef long long", "typedef long")
+    .replace("typedef unsigned long long", "typedef unsigned long")
+    .replace("#define LONG_MAX LLONG_MAX", "#define LONG_MAX 0x7fffffffffffffffL")
+    .replace("#define ULONG_MAX ULLONG_MAX", "#define ULONG_MAX 0xffffffffffffffffUL")
+    .replace("#define INT64_MIN LLONG_MIN", "#define INT64_MIN LONG_MIN")
+    .replace("#define INT64_MAX LLONG_MAX", "#define INT64_MAX LONG_MAX")
+    .replace("#define UINT64_MAX ULLONG_MAX", "#define UINT64_MAX ULONG_MAX")
+    .replace("#define ULLONG_MAX 0xffffffffffffffffUL", "#define ULLONG_MAX 0xffffffffffffffffULL")
 )
 """The prelude for device code that includes no header of libcu++'s (`LIBCUXX_FREE` lists the
 toolkit's headers that include none): the 64-bit types are glibc's, `long`, as nvcc has them,
 so that a kernel taking an `int64_t` has the symbol kernel mode launches it by (nvcc's `l`, not
-`x`), and NVRTC compiles it instead of sending it to nvcc."""
+`x`), and NVRTC compiles it instead of sending it to nvcc; so are the 64-bit limits (`LONG_MAX`
+and `INT64_MAX` are `long`, as glibc's)."""
 
 # The toolkit's headers that include none of libcu++'s (tested with NVRTC 13: each compiles
 # after glibc's typedefs); cuda/, cub/, nv/, cooperative groups, pipelines and barriers do.
@@ -197,6 +278,8 @@ _CONSTANT_TYPES = {
     ci.TypeKind.NULLPTR,
 }
 _ARRAYS = {ci.TypeKind.CONSTANTARRAY, ci.TypeKind.INCOMPLETEARRAY}
+_TYPEDEFS = {ci.CursorKind.TYPEDEF_DECL, ci.CursorKind.TYPE_ALIAS_DECL}
+_DEVICE_WORDS = frozenset({"__device__", "__global__"})
 # Directives that still act when the declaration around them is blanked.
 _KEPT_DIRECTIVES = frozenset(
     {"define", "undef", "if", "ifdef", "ifndef", "elif", "elifdef", "elifndef", "else", "endif"}
@@ -204,6 +287,28 @@ _KEPT_DIRECTIVES = frozenset(
 )
 # libclang's message for a name from a standard header it did not read (-nostdinc).
 _STD_NAME = re.compile(r"in namespace 'std(::[\w:]+)?'")
+# Its message for a name it does not know, with no namespace said: after `using namespace
+# std;` (or `using std::string;`), `string` is one.
+_UNKNOWN_NAME = re.compile(
+    r"^(unknown type name|no template named|use of undeclared identifier) '(\w+)'"
+)
+# The standard library's host-only names, that such a message names when it is the library's:
+# its types and namespaces that NVRTC lacks and libcu++ has no `cuda::std::` twin of (a
+# `cuda::std` name, under `using namespace cuda::std;`, may be device code's).
+_HOST_STD_NAMES = frozenset(
+    {"string", "wstring", "basic_string", "vector", "deque", "list", "forward_list"}
+    | {"map", "multimap", "set", "multiset", "unordered_map", "unordered_multimap"}
+    | {"unordered_set", "unordered_multiset", "stack", "queue", "priority_queue"}
+    | {"ostream", "istream", "iostream", "ofstream", "ifstream", "fstream", "stringstream"}
+    | {"ostringstream", "istringstream", "streambuf", "ios", "cout", "cerr", "clog", "cin"}
+    | {"unique_ptr", "shared_ptr", "weak_ptr", "thread", "mutex", "lock_guard", "exception"}
+    | {"runtime_error", "logic_error", "invalid_argument", "out_of_range", "mt19937"}
+    | {"mt19937_64", "default_random_engine", "random_device", "uniform_int_distribution"}
+    | {"uniform_real_distribution", "normal_distribution", "chrono", "filesystem"}
+    | {"this_thread"}
+)
+# Its message for `X::` where X, a typedef, names no class (a host library's type, unknown).
+_NOT_A_SCOPE = re.compile(r"^'(\w+)'( \(aka '[^']*'\))? is not a class, namespace, or enumeration")
 # CUDA's own types, which the parse's shim lacks: reading them is no host library's doing.
 _CUDA_TYPE = re.compile(
     r"'(u?(char|short|int|long|longlong)[1-4]|float[1-4]|double[1-4]|__half2|half2"
@@ -281,6 +386,8 @@ def device_code(
     walk = _Walk(parsed, translation_unit)
     walk.declarations(translation_unit.cursor.get_children())
     walk.vanished()
+    walk.instantiations()
+    walk.unused_lacking()
     spans = {}
     for source in parsed.files:
         key = os.path.abspath(source.path)
@@ -310,10 +417,17 @@ class _Walk:
         self.keys = {os.path.realpath(f.path): os.path.abspath(f.path) for f in parsed.files}
         self.sources = {os.path.abspath(f.path): f for f in parsed.files}
         self._starts: dict[str, list[int]] = {}  # each file's token starts, for bisecting
+        self._code_tokens: dict[str, tuple[list[Token], list[int]]] = {}
         self.found: dict[str, list[Span]] = {key: [] for key in self.keys.values()}
         self.blanked: set[tuple[str, int]] = set()  # variables, by (file, offset)
         self.seen: dict[str, list[Span]] = {key: [] for key in self.keys.values()}
         self.errors: dict[str, list[tuple[int, int, str]]] = {}
+        self.host_functions: set[str] = set()  # the names of the functions blanked
+        self.host_names: set[str] = set()  # and of the typedefs and aliases blanked
+        # Classes kept whole though a field's type is one the parse lacks (a system header's
+        # `struct timeval`), and typedefs of such types: (file, cursor, what to blank with it).
+        self.lacking: list[tuple[str, ci.Cursor, ci.Cursor]] = []
+        self.device_functions: set[str] = set()  # and of those kept
         self._real: dict[str, str] = {}
         for diagnostic in tu.diagnostics:
             where = diagnostic.location
@@ -344,15 +458,15 @@ class _Walk:
 
     def _blank(self, key: str, cursor: ci.Cursor, statement: bool = False) -> None:
         """Blank the declaration and the `;` after it: the one just after it, or with
-        `statement` the one ending it, however far (an invalid declaration's extent stops
-        before its initialiser)."""
+        `statement` the one ending it (or its body's `}`), however far (an invalid
+        declaration's extent stops before its initialiser)."""
         extent = cursor.extent
         start, end = extent.start, extent.end
-        semicolon = self._semicolon(key, end.offset, statement)
-        if semicolon is None:
+        last = self._last_token(key, end.offset, statement)
+        if last is None:
             self.found[key].append((start.line, start.column, end.line, end.column))
             return
-        end_at = _line_column(self.sources[key], semicolon + 1)
+        end_at = _line_column(self.sources[key], last + 1)
         self.found[key].append((start.line, start.column, *end_at))
 
     def vanished(self) -> None:
@@ -362,15 +476,55 @@ class _Walk:
             source = self.sources[key]
             for line, column, text in errors:
                 inside = any(s[:2] <= (line, column) < s[2:] for s in self.seen[key])
-                if inside or not _STD_NAME.search(text):
+                if inside or not self._names_host_library(key, line, column, text):
                     continue
                 offset = source.line_starts[line - 1] + column - 1
                 start = self._statement_start(key, offset)
-                end = self._semicolon(key, offset, statement=True)
+                end = self._last_token(key, offset, statement=True)
                 if end is not None:
                     self.found[key].append(
                         (*_line_column(source, start), *_line_column(source, end + 1))
                     )
+
+    def instantiations(self) -> None:
+        """Blank the explicit instantiations of blanked functions (`template int f<float>(
+        float *);`, `extern` before it or not): libclang gives them no cursor, and NVRTC, the
+        template blanked, finds no template `f`. Host code instantiates host code; one that
+        names a function kept too (an overload of it, a kernel template) stays. So do the
+        explicit specializations libclang dropped (`template <> bool is_nan<float2>(float2 v)
+        {...}`, a type its shim lacks), unless `__device__` or `__global__` marks them."""
+        for key, source in self.sources.items():
+            directives = [(d.hash_token.start, d.end) for d in source.directives]
+            tokens, starts = self._code(key)
+            for index, token in enumerate(tokens[:-2]):
+                after = index + 1  # where the declaration's own tokens start
+                if token.text != "template":
+                    continue
+                if tokens[after].text == "<":
+                    if tokens[after + 1].text != ">":
+                        continue  # a template's definition, which has its cursor
+                    after += 2  # `template <>`, an explicit specialization
+                before = tokens[index - 1].text if index else ";"
+                if before in ("::", ".", "->") or not source.is_active(token.start):
+                    continue  # `x.template f<T>()`, a skipped branch
+                if any(a <= token.start <= b for a, b in directives):
+                    continue
+                at = _line_column(source, token.start)
+                if any(s[:2] <= at < s[2:] for s in self.seen[key]):
+                    continue  # a cursor's own (a class's explicit instantiation has one)
+                last = self._last_token(key, token.start, statement=True)
+                if last is None:
+                    continue
+                name = _instantiated(tokens[after:], last)
+                if name not in self.host_functions or name in self.device_functions:
+                    continue
+                statement = tokens[after : bisect.bisect_right(starts, last)]
+                if not _DEVICE_WORDS.isdisjoint(t.text for t in statement):
+                    continue
+                start = tokens[index - 1] if before == "extern" else token
+                self.found[key].append(
+                    (*_line_column(source, start.start), *_line_column(source, last + 1))
+                )
 
     def _statement_start(self, key: str, offset: int) -> int:
         """Where the namespace-scope statement around `offset` starts: after the `;`, `{`
@@ -388,21 +542,30 @@ class _Walk:
                 start = token.start
         return start
 
+    def _code(self, key: str) -> tuple[list[Token], list[int]]:
+        """The file's tokens but comments, and where each starts."""
+        if key not in self._code_tokens:
+            tokens = [t for t in self.sources[key].tokens if t.kind != "comment"]
+            self._code_tokens[key] = (tokens, [t.start for t in tokens])
+        return self._code_tokens[key]
+
     def _token_starts(self, key: str) -> list[int]:
         if key not in self._starts:
             self._starts[key] = [t.start for t in self.sources[key].tokens]
         return self._starts[key]
 
-    def _semicolon(self, key: str, offset: int, statement: bool) -> int | None:
-        """The offset of the `;` that ends a declaration ending at `offset`, or None."""
-        tokens = self.sources[key].tokens
+    def _last_token(self, key: str, offset: int, statement: bool) -> int | None:
+        """The offset of the `;` that ends a declaration ending at `offset`, or None. With
+        `statement`, the `;` at its depth however far, or the `}` of a brace group at its
+        depth that neither `;` nor `,` follows: a body, which ends the declaration. libclang
+        reads a host function whose parameter's type it does not know (`void f(std::vector<int>
+        &v) {...}`) as a variable `f` initialised by `(...)`, its extent stopping at `f`."""
+        tokens, starts = self._code(key)
         depth = 0
-        for token in tokens[bisect.bisect_left(self._token_starts(key), offset) :]:
-            text = token.text
-            if token.kind == "comment":
-                continue
+        for index in range(bisect.bisect_left(starts, offset), len(tokens)):
+            text = tokens[index].text
             if text == ";" and depth == 0:
-                return token.start
+                return tokens[index].start
             if not statement:
                 return None
             if text in ("(", "[", "{"):
@@ -411,6 +574,9 @@ class _Walk:
                 if depth == 0:
                     return None
                 depth -= 1
+                following = tokens[index + 1].text if index + 1 < len(tokens) else ""
+                if text == "}" and depth == 0 and following not in (";", ","):
+                    return tokens[index].start
         return None
 
     def declarations(self, cursors: Iterator[ci.Cursor], outer: ci.Cursor | None = None) -> None:
@@ -428,33 +594,172 @@ class _Walk:
             elif kind in _SCOPES:
                 self.declarations(cursor.get_children())
             elif kind in _FUNCTIONS:
-                if _is_host_function(cursor):
+                host = _is_host_function(cursor)
+                (self.host_functions if host else self.device_functions).add(cursor.spelling)
+                if host:
                     self._blank(key, blanked)
             elif kind == ci.CursorKind.FRIEND_DECL:
-                children = cursor.get_children()
-                if any(c.kind in _FUNCTIONS and _is_host_function(c) for c in children):
+                if _is_host_friend(cursor):
                     self._blank(key, cursor)
             elif kind == ci.CursorKind.VAR_DECL:
                 if not self._is_device_variable(key, cursor):
                     self._blank(key, blanked, statement=True)
                     self.blanked.add((key, cursor.location.offset))
             elif kind in _RECORDS:
-                if self._names_std(key, cursor):
-                    self._blank(key, blanked, statement=True)
-                elif cursor.is_definition():
+                mark = len(self.found[key])
+                if cursor.is_definition():
                     self.declarations(cursor.get_children())
-            elif kind in _NAMES and self._names_std(key, cursor):
+                if self._names_std(key, cursor, besides=self._host_members(key, cursor)):
+                    del self.found[key][mark:]
+                    self._blank(key, blanked, statement=True)
+                elif cursor.is_definition() and self._lacks_a_type(key, cursor):
+                    self.lacking.append((key, cursor, blanked))
+            elif (kind in _NAMES and self._names_std(key, cursor)) or (
+                kind == ci.CursorKind.UNEXPOSED_DECL and self._is_host_template(key, cursor)
+            ):
                 self._blank(key, blanked, statement=True)
+                if kind in _NAMES:
+                    self.host_names.add(cursor.spelling)
+            elif kind in _TYPEDEFS and self._lacks_a_type(key, cursor):
+                self.lacking.append((key, cursor, blanked))
+
+    def _lacks_a_type(self, key: str, cursor: ci.Cursor) -> bool:
+        """Whether a class's field, or a typedef, has a type the parse has not: incomplete
+        (`struct timeval t;`, the system header unread) or unknown (`pthread_t`), CUDA's own
+        aside. Only a named declaration standing alone: a class that a typedef or variable
+        declares with it (`typedef struct {...} T;`) has other names, as has such a typedef."""
+        if not cursor.spelling.isidentifier():
+            return False
+        tokens, starts = self._code(key)
+        first = bisect.bisect_left(starts, cursor.extent.start.offset)
+        after = bisect.bisect_left(starts, cursor.extent.end.offset)
+        if cursor.kind in _RECORDS:
+            if after == len(tokens) or tokens[after].text != ";":
+                return False
+            parts = [c.extent for c in cursor.get_children() if c.kind == ci.CursorKind.FIELD_DECL]
+        else:
+            if any(t.text == "{" for t in tokens[first:after]):
+                return False
+            parts = [cursor.extent]
+        for extent in parts:
+            for text in self._errors_in(key, extent.start, extent.end):
+                lacking = text.startswith(("field has incomplete type", "unknown type name"))
+                if lacking and not _CUDA_TYPE.search(text):
+                    return True
+        return False
+
+    def unused_lacking(self) -> None:
+        """Blank whole the classes and typedefs `lacking` holds that no code NVRTC sees
+        names: a class whose field's type only a system header has is host code, as is a
+        typedef of such a type, unless something kept (a kernel, a device function, a class
+        kept) names it; then it stays, a class's layout being the kernels', and NVRTC says
+        what it lacks (the variant goes to nvcc). What only another such declaration names
+        goes when that one goes. A name in a branch the front end skipped (`typedef HANDLE
+        Thread;` under `#ifdef _WIN32`) is none: a variant taking it finds the class blanked,
+        and NVRTC says so."""
+        if not self.lacking:
+            return
+        names: dict[str, list[tuple[str, int]]] = {}
+        for key, source in self.sources.items():
+            for token in self._code(key)[0]:
+                if token.kind == "identifier" and source.is_active(token.start):
+                    names.setdefault(token.text, []).append((key, token.start))
+        pending = list(self.lacking)
+        while True:
+            unused = [entry for entry in pending if not self._named_outside(names, *entry[:2])]
+            if not unused:
+                return
+            for key, _, blanked in unused:
+                self._blank(key, blanked, statement=True)
+            pending = [entry for entry in pending if entry not in unused]
+
+    def _named_outside(
+        self, names: Mapping[str, list[tuple[str, int]]], key: str, cursor: ci.Cursor
+    ) -> bool:
+        """Whether the declaration's name stands anywhere but in itself and in code blanked."""
+        extent = cursor.extent
+        for where, offset in names.get(cursor.spelling, ()):
+            if where == key and extent.start.offset <= offset < extent.end.offset:
+                continue
+            at = _line_column(self.sources[where], offset)
+            if not any(s[:2] <= at < s[2:] for s in self.found[where]):
+                return True
+        return False
+
+    def _is_host_template(self, key: str, cursor: ci.Cursor) -> bool:
+        """Whether a declaration libclang exposes no kind for is a host function template it
+        read as a variable template, a parameter's type unknown (`template <typename T> void
+        f(std::vector<T> &v) {...}`): its extent stops at a name that `(` follows, its
+        statement ends with a body, and neither `__device__` nor `__global__` marks it."""
+        tokens = self.sources[key].tokens
+        after = bisect.bisect_left(self._token_starts(key), cursor.extent.end.offset)
+        if after == len(tokens) or tokens[after].text != "(":
+            return False
+        last = self._last_token(key, cursor.extent.end.offset, statement=True)
+        if last is None or self.sources[key].data[last : last + 1] != b"}":
+            return False
+        return _DEVICE_WORDS.isdisjoint(self._words(key, cursor))
+
+    def _words(self, key: str, cursor: ci.Cursor) -> set[str]:
+        """The texts of the tokens in the declaration's extent, read from the file: libclang's
+        own come back empty for an extent that starts with a macro (`__global__`)."""
+        starts = self._token_starts(key)
+        first = bisect.bisect_left(starts, cursor.extent.start.offset)
+        last = bisect.bisect_left(starts, cursor.extent.end.offset)
+        return {t.text for t in self.sources[key].tokens[first:last]}
 
     def _errors_in(self, key: str, start: ci.SourceLocation, end: ci.SourceLocation) -> list[str]:
         low, high = (start.line, start.column), (end.line, end.column)
         return [text for *at, text in self.errors.get(key, ()) if low <= tuple(at) < high]
 
-    def _names_std(self, key: str, cursor: ci.Cursor) -> bool:
+    def _host_members(self, key: str, record: ci.Cursor) -> list[Span]:
+        """The spans of the record's members blanked as host code: functions (friends too)
+        and static data members, which no field's type or kept member can need."""
+        return [
+            _span(member.extent)
+            for member in record.get_children()
+            if (member.kind in _FUNCTIONS and _is_host_function(member))
+            or (member.kind == ci.CursorKind.FRIEND_DECL and _is_host_friend(member))
+            or (
+                member.kind == ci.CursorKind.VAR_DECL
+                and (key, member.location.offset) in self.blanked
+            )
+        ]
+
+    def _names_std(self, key: str, cursor: ci.Cursor, besides: Iterable[Span] = ()) -> bool:
         """Whether the declaration names something of the standard library (which NVRTC has
-        not): libclang, which read no system header, reported it unknown."""
+        not): libclang, which read no system header, reported it unknown. Not for naming it
+        only in `besides`, its host members' spans (a class the kernels use keeps its fields
+        and device members when only a host member, a `friend ostream &operator<<`, names
+        the library; a field or member type that does makes the class host code: without
+        it, its layout would not be the same)."""
         extent = cursor.extent
-        return any(_STD_NAME.search(e) for e in self._errors_in(key, extent.start, extent.end))
+        low, high = (extent.start.line, extent.start.column), (extent.end.line, extent.end.column)
+        return any(
+            low <= (line, column) < high
+            and self._names_host_library(key, line, column, text)
+            and not any(s[:2] <= (line, column) < s[2:] for s in besides)
+            for line, column, text in self.errors.get(key, ())
+        )
+
+    def _names_host_library(self, key: str, line: int, column: int, message: str) -> bool:
+        """Whether libclang's error is about a name of the standard library: one in `std::`
+        (the message says so, or the name it stands at follows `std::`: `struct E : std::
+        exception` is only an "expected class name"), or one of the library's host-only
+        names with no namespace said (after `using namespace std;`), or a typedef of such a
+        name, blanked, before `::` (`arg_string::size_type`, `arg_string` a `std::string`)."""
+        if _STD_NAME.search(message):
+            return True
+        qualifier = _NOT_A_SCOPE.match(message)
+        if qualifier is not None:
+            return qualifier.group(1) in self.host_names
+        unknown = _UNKNOWN_NAME.match(message)
+        if unknown is not None:
+            return unknown.group(2) in _HOST_STD_NAMES
+        tokens, starts = self._code(key)
+        offset = self.sources[key].line_starts[line - 1] + column - 1
+        index = bisect.bisect_left(starts, offset)
+        return index >= 2 and [t.text for t in tokens[index - 2 : index]] == ["std", "::"]
 
     def _is_device_variable(self, key: str, cursor: ci.Cursor) -> bool:
         """A variable in a memory space, or a constant NVRTC accepts as it is: of arithmetic,
@@ -463,8 +768,10 @@ class _Walk:
         children = list(cursor.get_children())
         if any(c.kind in _MEMORY_SPACES for c in children):
             return True
-        if any(t.spelling == "__managed__" for t in cursor.get_tokens()):
-            return True  # libclang exposes no attribute for it
+        if not self._words(key, cursor).isdisjoint(("__managed__", "__global__")):
+            # libclang exposes no attribute for `__managed__`, nor for a kernel it read as a
+            # variable (a parameter's type unknown), which stays for NVRTC to say why.
+            return True
         if not self._is_constant_type(cursor.type):
             return False
         unknown = self._errors_in(key, cursor.extent.start, cursor.location)
@@ -511,6 +818,34 @@ def _line_column(source: SourceFile, offset: int) -> tuple[int, int]:
     return line, offset - source.line_starts[line - 1] + 1
 
 
+def _instantiated(tokens: list[Token], last: int) -> str | None:
+    """The name of the function an explicit instantiation's `tokens` (after `template`, up to
+    offset `last`) declare: the name before its parameters' `(`, template arguments skipped
+    (`int f<float>(float *)`), or None."""
+    depth, opening = 0, None
+    for index, token in enumerate(tokens):
+        text = token.text
+        if token.start >= last:
+            break
+        if text in ("<", "[", "{"):
+            depth += 1
+        elif text in (">", "]", "}"):
+            depth -= 1
+        elif text == ">>":
+            depth -= 2
+        elif text == "(" and depth == 0:
+            opening = index
+            break
+    if opening is None:
+        return None
+    back, depth = opening - 1, 0
+    while back >= 0 and (depth or tokens[back].text in (">", ">>")):
+        text = tokens[back].text
+        depth += {">": 1, ">>": 2, "<": -1}.get(text, 0)
+        back -= 1
+    return tokens[back].text if back >= 0 and tokens[back].kind == "identifier" else None
+
+
 def _braced(linkage: ci.Cursor) -> bool:
     """Whether `extern "C"` opens a block (`extern "C" { ... }`) rather than one declaration."""
     tokens = linkage.get_tokens()
@@ -525,6 +860,10 @@ def _is_host_function(cursor: ci.Cursor) -> bool:
     return not (
         cursor.kind in _METHODS and (cursor.is_default_method() or cursor.is_deleted_method())
     )
+
+
+def _is_host_friend(friend: ci.Cursor) -> bool:
+    return any(c.kind in _FUNCTIONS and _is_host_function(c) for c in friend.get_children())
 
 
 def _kept_directive_lines(source: SourceFile) -> list[tuple[int, int]]:

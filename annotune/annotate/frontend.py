@@ -264,6 +264,24 @@ def compiler_macros(language: str, compiler: str | None) -> list[str]:
     return cuda + (["__NVCC__"] if nvcc else [])
 
 
+RUNTIME_GUARDS = (
+    *("__COMMON_FUNCTIONS_H__", "__CUDA_RUNTIME_API_H__", "__CUDA_RUNTIME_H__"),
+    *("__DEVICE_ATOMIC_FUNCTIONS_H__", "__DEVICE_DOUBLE_FUNCTIONS_H__"),
+    *("__DEVICE_FUNCTIONS_H__", "__DEVICE_LAUNCH_PARAMETERS_H__", "__DEVICE_TYPES_H__"),
+    *("__DRIVER_TYPES_H__", "__HOST_CONFIG_H__", "__HOST_DEFINES_H__"),
+    *("__LIBRARY_TYPES_H__", "__MATH_FUNCTIONS_H__", "__SURFACE_TYPES_H__"),
+    *("__SURFACE_INDIRECT_FUNCTIONS_H__", "__TEXTURE_TYPES_H__"),
+    *("__TEXTURE_INDIRECT_FUNCTIONS_H__", "__VECTOR_FUNCTIONS_H__", "__VECTOR_TYPES_H__"),
+)
+"""The include guards of the runtime headers nvcc and NVRTC include before a CUDA file's first
+line (`cuda_runtime.h` and what it includes), defined empty for libclang's parse as they are
+there: a `#ifdef __DRIVER_TYPES_H__` branch of the user's (cuda-samples' `helper_cuda.h`: host
+helpers) is taken as the compiler takes it. Probed through NVRTC 13 itself (`#ifdef G` after an
+empty program), leaving out its `__SM_*_H__` ones, which no corpus program tests. A guard only a
+header the user includes defines (`__CUDA_FP16_H__`) is not: a test of it after that `#include`
+still takes another branch here than under the compiler."""
+
+
 def clang_args(
     language: str,
     include_dirs: list[str],
@@ -275,7 +293,7 @@ def clang_args(
     `-imacros`."""
     if language == "cuda":
         args = ["-x", "cuda", "--cuda-host-only", "-nocudainc", "-nocudalib", "-std=c++17"]
-        args += ["-include", SHIM_PATH]
+        args += ["-include", SHIM_PATH, *(f"-D{guard}=" for guard in RUNTIME_GUARDS)]
     elif language == "c":
         args = ["-x", "c", "-std=c11"]
     else:
@@ -395,9 +413,7 @@ def _spawned(parse: Callable[[], ParsedSource], where: Location) -> tuple[bytes,
     standard input and writes the outcome on its standard output (`serve_parse`)."""
     command = [sys.executable, "-c", "from annotune.annotate.frontend import serve_parse as s; s()"]
     try:
-        done = subprocess.run(
-            command, input=pickle.dumps(parse), capture_output=True, check=False
-        )
+        done = subprocess.run(command, input=pickle.dumps(parse), capture_output=True, check=False)
     except OSError as error:
         raise AnnotuneError(f"cannot start the parser: {error.strerror}", where) from None
     return done.stdout, -done.returncode if done.returncode < 0 else 0

@@ -1,7 +1,7 @@
 """Kernel mode's annotation: `#pragma annotune kernel`, checked against the kernel's signature.
 
     #pragma annotune kernel NAME grid(E[, E[, E]]) block(E[, E[, E]]) [shared(E)] args(A, ...)
-        [tolerance(R)]
+        [tolerance(R)] [constants(NAME = FILL, ...)]
 
 Each E is a C expression over the tunable parameters and the numeric object-like macros of the
 user's files (`#define NX 4096`, `#define CELLS (NX * NY)`). Each A is, for a pointer parameter
@@ -38,7 +38,7 @@ import math
 import os
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import clang.cindex as ci
 import numpy as np
@@ -70,11 +70,15 @@ __all__ = [
     "DeclaredClause",
     "DeclaredKernel",
     "KernelArg",
+    "KernelConstant",
     "KernelSpec",
     "Launch",
     "LaunchArg",
+    "LaunchConstant",
     "LaunchError",
+    "TemplateArg",
     "declares_kernels",
+    "kernel_definitions",
     "kernel_specs",
     "parse_cuda",
 ]
@@ -100,6 +104,8 @@ using ::size_t; using ::ptrdiff_t; using ::int8_t; using ::int16_t; using ::int3
 using ::int64_t; using ::uint8_t; using ::uint16_t; using ::uint32_t; using ::uint64_t;
 }
 struct __half { unsigned short __x; };
+typedef unsigned long long cudaTextureObject_t;
+typedef unsigned long long cudaSurfaceObject_t;
 typedef struct __half half;
 """
 
@@ -125,7 +131,7 @@ _RECORD_DTYPES = {"__half": "float16"}
 _SUPPORTED = "float, double, __half, bool, char, short, int, long, long long and unsigned"
 
 _ARRAY_KINDS = (ci.TypeKind.CONSTANTARRAY, ci.TypeKind.INCOMPLETEARRAY)
-_CLAUSES = ("grid", "block", "shared", "args", "tolerance")
+_CLAUSES = ("grid", "block", "shared", "args", "tolerance", "constants")
 _STUB = "__device_stub__"
 _KEEP_GOING = 0x200
 
@@ -166,6 +172,30 @@ class Fill:
 
     def to_json(self) -> dict:
         return {"rule": self.rule, "bounds": [_one_line(b) for b in self.bounds]}
+
+
+@dataclass(frozen=True)
+class TemplateArg:
+    """One template argument of a kernel's instance: a type, as written (`expr` None), or a
+    number, an expression over the knobs and macros evaluated per configuration: a block size
+    passed as a template parameter is a knob kernel mode can tune."""
+
+    text: str  # as written, for messages
+    expr: Expression | None = None
+    boolean: bool = False  # a `bool` parameter, written true/false (C++17 refuses 1 for it)
+    canonical: str = ""  # a type's canonical spelling (`double` for `real`), as symbols show it
+    number: bool = False  # a non-type argument (`expr` None: C++'s own, such as an enumerator)
+
+    def written(self, values: Mapping[str, Number]) -> str:
+        """The argument as C++ source for one configuration's values."""
+        if self.expr is None:
+            return self.canonical or self.text
+        value = _value(self.expr, values, f"the template argument '{self.text}'")
+        if self.boolean:
+            return "true" if value else "false"
+        if isinstance(value, float) and not value.is_integer():
+            raise LaunchError(f"the template argument '{self.text}' is {value}, not an integer")
+        return str(int(value))
 
 
 @dataclass(frozen=True)
@@ -228,6 +258,7 @@ class Launch:
     block: tuple[int, int, int]
     shared: int
     args: tuple[LaunchArg, ...]
+    constants: tuple[LaunchConstant, ...] = ()  # to fill before the first launch
 
     def to_json(self) -> dict:
         return {"grid": list(self.grid), "block": list(self.block), "shared": self.shared}
@@ -249,16 +280,17 @@ class KernelSpec:
     args: tuple[KernelArg, ...]
     macros: tuple[tuple[str, Expression], ...]
     location: Location
+    template: tuple[TemplateArg, ...] = ()  # a template kernel's arguments; () for a function
+    scope: str = ""  # the namespaces it is declared in, as C++ names them: "ns::"
     tolerance: float | None = None  # tolerance(R): the outputs' relative tolerance
+    constants: tuple[KernelConstant, ...] = ()  # the __constant__ variables the host would set
 
     def launch(self, params: Mapping[str, Number]) -> Launch:
         """Grid, block, dynamic shared bytes and arguments for one configuration.
 
         Raises LaunchError where C leaves a value undefined or a dimension is out of range.
         """
-        values: dict[str, Number] = dict(params)
-        for name, expr in self.macros:
-            values[name] = _value(expr, values, f"macro '{name}'")
+        values = self._values(params)
         grid = _dims(self.grid, values, "grid")
         block = _dims(self.block, values, "block")
         shared = 0
@@ -277,7 +309,34 @@ class KernelSpec:
                 args.append(LaunchArg(arg.name, arg.kind, arg.dtype, count=count, fill=fill))
             else:
                 args.append(LaunchArg(arg.name, arg.kind, arg.dtype, value=value))
-        return Launch(grid, block, shared, tuple(args))
+        constants = tuple(c.launched(values) for c in self.constants if not c.why)
+        return Launch(grid, block, shared, tuple(args), constants)
+
+    def instance(self, params: Mapping[str, Number]) -> str:
+        """A template kernel's instance for one configuration, as C++ names it
+        (`ns::scale<float, 256>`): what NVRTC is asked to instantiate and lower, and what the
+        nvcc build's cubin is searched for. "" for a kernel that is no template (its symbol is
+        `mangled_name`). Raises LaunchError as `launch` does."""
+        if not self.template:
+            return ""
+        values = self._values(params)
+        written = ", ".join(arg.written(values) for arg in self.template)
+        return f"{self.scope}{self.name}<{written}>"
+
+    def names(self) -> frozenset[str]:
+        """Every name the declaration's expressions use: its launch, arguments, fills,
+        template arguments and constants' fills."""
+        exprs = [*self.grid, *self.block, self.shared, *(a.expr for a in self.args)]
+        exprs += [t.expr for t in self.template]
+        fills = [a.fill for a in self.args] + [c.fill for c in self.constants]
+        exprs += [bound for fill in fills if fill is not None for bound in fill.bounds]
+        return frozenset(name for expr in exprs if expr is not None for name in expr.names)
+
+    def _values(self, params: Mapping[str, Number]) -> dict[str, Number]:
+        values: dict[str, Number] = dict(params)
+        for name, expr in self.macros:
+            values[name] = _value(expr, values, f"macro '{name}'")
+        return values
 
     def to_json(self) -> dict:
         return {
@@ -287,7 +346,9 @@ class KernelSpec:
             "block": [_one_line(e) for e in self.block],
             "shared": _one_line(self.shared) if self.shared is not None else None,
             "args": [arg.to_json() for arg in self.args],
+            **({"template": [arg.text for arg in self.template]} if self.template else {}),
             **({"tolerance": self.tolerance} if self.tolerance is not None else {}),
+            **({"constants": [c.to_json() for c in self.constants]} if self.constants else {}),
             "location": self.location.to_json(),
         }
 
@@ -308,7 +369,7 @@ def _value(expr: Expression, values: Mapping[str, Number], what: str) -> Number:
 
 
 def _checked_fill(
-    arg: KernelArg, count: int, bounds: tuple[Number, ...], what: str
+    arg: KernelArg | KernelConstant, count: int, bounds: tuple[Number, ...], what: str
 ) -> tuple[str, tuple[Number, ...]]:
     """A fill's rule and bounds, once they can fill the array: a range that is not empty, and
     integers the element type holds (never silently wrapped)."""
@@ -387,13 +448,16 @@ def kernel_specs(
     macros = _numeric_macros(parsed, set(param_names))
     if translation_unit is None:
         translation_unit = parse_cuda(parsed, include_dirs, defines)
-    kernels = _kernel_cursors(translation_unit, parsed)
+    kernels = kernel_definitions(translation_unit, parsed)
+    variables = _variables(translation_unit, parsed)
     names = _Names(param_names, macros)
+    reparse = _Reparse(parsed, tuple(include_dirs), tuple(defines))
     read = [_pragma_declaration(source, directive) for source, directive in pragmas]
     read += [_config_declaration(kernel) for kernel in declared]
     specs: dict[str, KernelSpec] = {}
     for declaration in read:
-        spec = _checked(declaration, names, macros, kernels, parsed)
+        spec = _checked(declaration, names, macros, kernels, parsed, reparse)
+        spec = _with_constants(spec, declaration, variables, names, macros)
         first = specs.get(spec.name)
         if first is not None:
             where = first.location
@@ -453,19 +517,44 @@ class _Declaration:
     where: Location
     clauses: Mapping[str, _Clause]
     what: str = "kernel pragma"  # for messages
+    template: _Template | None = None  # `NAME<ARGS>`: a template kernel's instance
+
+
+@dataclass(frozen=True)
+class _Template:
+    """The `<...>` after a kernel's name: where it opens, its top-level items."""
+
+    at: Location
+    items: tuple[tuple[_Text, str, int], ...]
+
+
+_KERNEL_NAME = re.compile(r"\s*([A-Za-z_]\w*)\s*")
+
+
+def _kernel_name(text: _Text, what: str) -> tuple[str, Location, _Template | None, int]:
+    """`NAME` or `NAME<ARGS>` at the start of `text`: the name, where it is, the template's
+    arguments and the offset after it all."""
+    match = _KERNEL_NAME.match(text.text)
+    if match is None:
+        raise AnnotuneError(f"{what} needs the kernel's name", text.location(0))
+    end = match.end()
+    if text.text[end : end + 1] != "<":
+        return match.group(1), text.location(match.start(1)), None, match.end(1)
+    items, end = _items(text, end, "<", ">")
+    template = _Template(text.location(match.end()), tuple(items))
+    return match.group(1), text.location(match.start(1)), template, end
 
 
 def _pragma_declaration(source: SourceFile, directive: Directive) -> _Declaration:
     keyword = directive.words[1]
     raw = source.slice(keyword.end, directive.end)
     text = _Text(raw.replace("\\\r\n", " \r\n").replace("\\\n", " \n"), source, keyword.end)
-    name_match = re.compile(r"\s*([A-Za-z_]\w*)").match(text.text)
-    if name_match is None:
+    if not text.text.strip():
         raise AnnotuneError(
             "'#pragma annotune kernel' needs the kernel's name", source.location(keyword.end)
         )
-    where = text.location(name_match.start(1))
-    return _Declaration(name_match.group(1), where, _clauses(text, name_match.end()))
+    name, where, template, end = _kernel_name(text, "'#pragma annotune kernel'")
+    return _Declaration(name, where, _clauses(text, end), template=template)
 
 
 def _config_declaration(kernel: DeclaredKernel) -> _Declaration:
@@ -484,7 +573,14 @@ def _config_declaration(kernel: DeclaredKernel) -> _Declaration:
             items += split
         at = clause.pieces[0][1] if clause.pieces else kernel.location
         clauses[clause.name] = _Clause(clause.name, at, tuple(items))
-    return _Declaration(kernel.name, kernel.location, clauses, "[[file.kernel]]")
+    name, where, template, end = _kernel_name(
+        _Text(kernel.name, base=kernel.location), "[[file.kernel]]"
+    )
+    if kernel.name[end:].strip():
+        raise AnnotuneError(
+            "a kernel's name is NAME or NAME<TEMPLATE ARGUMENTS>", kernel.location.shifted(end)
+        )
+    return _Declaration(name, where, clauses, "[[file.kernel]]", template)
 
 
 def _checked(
@@ -493,6 +589,7 @@ def _checked(
     macros: Mapping[str, Expression],
     kernels: Mapping[str, list[ci.Cursor]],
     parsed: ParsedSource,
+    reparse: _Reparse,
 ) -> KernelSpec:
     """A declaration checked against the kernel's definition: its clauses' expressions, and an
     argument of the right kind for each of the kernel's parameters."""
@@ -501,7 +598,13 @@ def _checked(
         if required not in clauses:
             raise AnnotuneError(f"missing {required}(...) in the {declaration.what}", where)
     cursor = _kernel_cursor(name, where, kernels, parsed)
-    params = list(cursor.get_arguments())
+    _refuse_textures(cursor, parsed)
+    params = [c for c in cursor.get_children() if c.kind == ci.CursorKind.PARM_DECL]
+    template = _template_args(declaration, cursor, names)
+    scope = _scope(cursor)
+    types = [param.type for param in params]
+    if template:
+        types, template = _instance_types(reparse, f"{scope}{name}", template, declaration, types)
     grid = _dim_exprs(clauses["grid"], names)
     block = _dim_exprs(clauses["block"], names)
     shared = None
@@ -521,21 +624,23 @@ def _checked(
     diagnostics = _error_diagnostics(cursor)
     shown = {os.path.realpath(f.path): f.path for f in parsed.files}
     args = tuple(
-        _argument(text, item, offset, param, names, diagnostics, _declared_at(param, shown))
-        for (text, item, offset), param in zip(items, params, strict=True)
+        _argument(text, item, offset, param, ptype, names, diagnostics, _declared_at(param, shown))
+        for (text, item, offset), param, ptype in zip(items, params, types, strict=True)
     )
-    used = {n for e in (*grid, *block, shared, *(a.expr for a in args)) if e for n in e.names}
-    return KernelSpec(
+    spec = KernelSpec(
         name=name,
-        mangled_name=_device_mangled_name(cursor),
+        mangled_name="" if template else _device_mangled_name(cursor),
         grid=grid,
         block=block,
         shared=shared,
         args=args,
-        macros=_macros_needed(used, macros),
+        macros=(),
         location=where,
+        template=template,
+        scope=scope,
         tolerance=_tolerance(clauses["tolerance"]) if "tolerance" in clauses else None,
     )
+    return replace(spec, macros=_macros_needed(set(spec.names()), macros))
 
 
 def _tolerance(clause: _Clause) -> float:
@@ -585,15 +690,25 @@ def _clauses(text: _Text, pos: int) -> dict[str, _Clause]:
     return clauses
 
 
-def _items(text: _Text, open_at: int) -> tuple[list[tuple[_Text, str, int]], int]:
-    """Split `( ... )` at its top-level commas; returns the items and the offset after `)`."""
+def _items(
+    text: _Text, open_at: int, opening: str = "(", closing: str = ")"
+) -> tuple[list[tuple[_Text, str, int]], int]:
+    """Split `( ... )` (or `< ... >`) at its top-level commas; returns the items and the
+    offset after the closing bracket. Brackets of the other kind nest inside: `<` counts
+    in a template's arguments (`k<Pair<int, int>, 4>`), as C++ reads them."""
     body = text.text
     depth, start, items = 0, open_at + 1, []
+    inner = 0  # parentheses inside a template's arguments
     for pos in range(open_at, len(body)):
         ch = body[pos]
-        if ch == "(":
+        if opening == "<" and ch in "()":
+            inner += 1 if ch == "(" else -1
+            continue
+        if inner:
+            continue
+        if ch == opening:
             depth += 1
-        elif ch == ")":
+        elif ch == closing:
             depth -= 1
             if depth == 0:
                 items.append((text, body[start:pos], start))
@@ -603,7 +718,7 @@ def _items(text: _Text, open_at: int) -> tuple[list[tuple[_Text, str, int]], int
         elif ch == "," and depth == 1:
             items.append((text, body[start:pos], start))
             start = pos + 1
-    raise AnnotuneError("unclosed '('", text.location(open_at))
+    raise AnnotuneError(f"unclosed '{opening}'", text.location(open_at))
 
 
 @dataclass(frozen=True)
@@ -671,19 +786,20 @@ def _argument(
     item: str,
     offset: int,
     param: ci.Cursor,
+    ptype: ci.Type,  # the parameter's type: an instance's, T substituted, for a template
     names: _Names,
     diagnostics: list[tuple[int, str]],
     hint: str,
 ) -> KernelArg:
     at = text.location(offset + len(item) - len(item.lstrip()))
-    ctype = param.type.spelling
+    ctype = ptype.spelling
     for error_at, message in diagnostics:
         if param.extent.start.offset <= error_at < param.extent.end.offset:
             raise AnnotuneError(
                 f"cannot tell the type of parameter '{param.spelling}': {message}", at, hint=hint
             )
     kind_match = _POINTER_ARG.match(item)
-    canonical = param.type.get_canonical()
+    canonical = ptype.get_canonical()
     if canonical.kind == ci.TypeKind.POINTER or canonical.kind in _ARRAY_KINDS:
         pointee = _element(canonical)
         const = _is_const(pointee) or canonical.kind in _ARRAY_KINDS and _is_const(canonical)
@@ -726,7 +842,7 @@ def _argument(
             at,
             hint=hint,
         )
-    dtype = _dtype(param.type.get_canonical(), param, at, hint)
+    dtype = _dtype(ptype.get_canonical(), param, at, hint)
     return KernelArg(
         param.spelling, "scalar", dtype, ctype, _expression(text, item, offset, names), at
     )
@@ -808,6 +924,284 @@ def _declared_at(param: ci.Cursor, shown: Mapping[str, str]) -> str:
     return f"'{param.spelling}' is declared at {shown.get(name, name)}:{location.line}:" + str(
         location.column
     )
+
+
+# --- __constant__ memory and textures -----------------------------------------------------------
+
+TEXTURE_TYPES = ("cudaTextureObject_t", "cudaSurfaceObject_t")
+"""Handles the host makes (`cudaCreateTextureObject`): kernel mode, which never runs the host,
+has none to pass."""
+
+_TEXTURE_HINT = (
+    "kernel mode cannot create textures or surfaces: drop this kernel's declaration and tune "
+    "the program (--mode program), whose host code makes them"
+)
+_LEGACY = re.compile(rb"\s*(texture|surface)\s*<")  # a texture reference's declaration
+_BOUNDS = re.compile(r"\s*(\[[^\]]*\]\s*)*")  # array bounds after a variable's name
+_CONSTANT_RULE = re.compile(r"\s*([A-Za-z_]\w*(?:\s*::\s*[A-Za-z_]\w*)*)\s*=")
+
+
+@dataclass(frozen=True)
+class KernelConstant:
+    """A namespace-scope `__constant__` variable of the user's files that its declaration leaves
+    uninitialised: the host sets it (`cudaMemcpyToSymbol`), and kernel mode never runs the host,
+    so the runner fills it before each configuration's first launch. Every such variable of the
+    translation unit is taken as one the kernel may read.
+
+    `symbol` is its name in the cubin; `dtype` its elements' numpy dtype; `count` how many
+    elements the declaration holds as parsed (the cubin's size decides at run time: an array may
+    be sized by a knob). `fill` is the user's rule (`constants(NAME = RULE)`), None for the
+    default one. `why` says why it cannot be filled ("" when it can): then the cubin's zeros stay.
+    """
+
+    name: str  # qualified as C++ names it from the file: "ns::coef"
+    symbol: str
+    dtype: str
+    ctype: str
+    count: int
+    location: Location
+    fill: Fill | None = None
+    why: str = ""
+
+    def launched(self, values: Mapping[str, Number]) -> LaunchConstant:
+        """The fill's bounds evaluated for one configuration; LaunchError as `KernelSpec.launch`."""
+        fill = None
+        if self.fill is not None:
+            what = f"the fill of __constant__ '{self.name}'"
+            bounds = tuple(_value(b, values, what) for b in self.fill.bounds)
+            fill = _checked_fill(self, self.count, bounds, what)
+        return LaunchConstant(self.name, self.symbol, self.dtype, fill)
+
+    def to_json(self) -> dict:
+        return {
+            "name": self.name,
+            "symbol": self.symbol,
+            "type": self.ctype,
+            **({"fill": self.fill.to_json()} if self.fill is not None else {}),
+            **({"unfilled": self.why} if self.why else {}),
+            "location": self.location.to_json(),
+        }
+
+
+@dataclass(frozen=True)
+class LaunchConstant:
+    """A `__constant__` variable to fill for one configuration: its symbol, element type and
+    fill rule with its bounds' values (None: the default rule)."""
+
+    name: str
+    symbol: str
+    dtype: str
+    fill: tuple[str, tuple[Number, ...]] | None = None
+
+
+@dataclass(frozen=True)
+class _Variables:
+    """The namespace-scope variables of the user's files, by qualified name: the `__constant__`
+    ones the host must set, those initialised where declared, and the rest (their memory
+    space, for messages)."""
+
+    constants: Mapping[str, KernelConstant]
+    initialised: Mapping[str, Location]
+    others: Mapping[str, str]
+
+    def find(self, name: str) -> str | None:
+        """The qualified name `name` stands for: itself, or the one variable so named."""
+        known = (*self.constants, *self.initialised, *self.others)
+        if name in known:
+            return name
+        matching = [q for q in known if q.rsplit("::", 1)[-1] == name]
+        return matching[0] if len(matching) == 1 else None
+
+
+def _variables(tu: ci.TranslationUnit, parsed: ParsedSource) -> _Variables:
+    """Every namespace-scope variable defined in the user's files. Raises AnnotuneError, at its
+    declaration, for a legacy texture reference or a `__constant__` texture object: nothing
+    kernel mode can make."""
+    files = {os.path.realpath(f.path): f for f in parsed.files}
+    constants: dict[str, KernelConstant] = {}
+    initialised: dict[str, Location] = {}
+    others: dict[str, str] = {}
+    stack = list(tu.cursor.get_children())
+    while stack:
+        cursor = stack.pop()
+        if cursor.location.file is None:
+            continue
+        source = files.get(os.path.realpath(file_name(cursor.location.file)))
+        if source is None:
+            continue
+        if cursor.kind in (ci.CursorKind.NAMESPACE, ci.CursorKind.LINKAGE_SPEC):
+            stack.extend(cursor.get_children())
+            continue
+        if cursor.kind != ci.CursorKind.VAR_DECL or not cursor.is_definition():
+            continue
+        where = source.location(cursor.location.offset)
+        name = _scope(cursor) + cursor.spelling
+        legacy = _LEGACY.match(source.data[cursor.extent.start.offset : cursor.location.offset])
+        if legacy:
+            raise AnnotuneError(
+                f"'{name}' is a {legacy.group(1).decode()} reference, which kernel mode cannot "
+                "bind",
+                where,
+                hint=_TEXTURE_HINT + " (CUDA 12 removed texture references)",
+            )
+        spaces = {
+            ci.CursorKind.CUDACONSTANT_ATTR: "__constant__",
+            ci.CursorKind.CUDADEVICE_ATTR: "__device__",
+            ci.CursorKind.CUDASHARED_ATTR: "__shared__",
+        }
+        space = next((spaces[c.kind] for c in cursor.get_children() if c.kind in spaces), "")
+        if space != "__constant__":
+            others[name] = space or "host"
+        elif _initialised(cursor, source):
+            initialised[name] = where
+        else:
+            constants[name] = _constant(cursor, name, where)
+    return _Variables(dict(sorted(constants.items())), initialised, others)
+
+
+def _initialised(cursor: ci.Cursor, source: SourceFile) -> bool:
+    """Whether a variable's declaration gives its value: `= ...`, `{...}` or `(...)` after its
+    name and array bounds. Read from the file's text: libclang gives no tokens for a
+    declaration that starts with a macro (`__constant__`)."""
+    rest = source.data[cursor.location.offset + len(cursor.spelling) : cursor.extent.end.offset]
+    after = rest.decode("utf-8", errors="replace")
+    return after[_BOUNDS.match(after).end() :][:1] in ("=", "{", "(")  # type: ignore[union-attr]
+
+
+def _constant(cursor: ci.Cursor, name: str, where: Location) -> KernelConstant:
+    """An uninitialised `__constant__` variable: its symbol, elements, and why it cannot be
+    filled, if it cannot."""
+    ctype = cursor.type.spelling
+    element = cursor.type
+    while element.get_canonical().kind in _ARRAY_KINDS:
+        element = element.get_array_element_type()
+    texture = _texture_type(element)
+    if texture:
+        raise AnnotuneError(
+            f"__constant__ '{name}' holds a {texture}, which kernel mode cannot create",
+            where,
+            hint=_TEXTURE_HINT,
+        )
+    symbol, why = cursor.spelling, ""
+    if cursor.semantic_parent.kind not in (
+        ci.CursorKind.TRANSLATION_UNIT,
+        ci.CursorKind.LINKAGE_SPEC,
+    ):
+        symbol = cursor.mangled_name
+        if cursor.linkage == ci.LinkageKind.INTERNAL:
+            why = "internal to a namespace: nvcc names it in the cubin after a hash of the file"
+    canonical = element.get_canonical()
+    dtype = _KIND_DTYPES.get(canonical.kind, "")
+    if canonical.kind == ci.TypeKind.RECORD:
+        dtype = _RECORD_DTYPES.get(canonical.get_declaration().spelling, "")
+    for error_at, message in _error_diagnostics(cursor):
+        if cursor.extent.start.offset <= error_at < cursor.extent.end.offset:
+            why = why or f"libclang cannot tell its type ({message})"
+    if canonical.kind == ci.TypeKind.POINTER:
+        why = why or "a pointer, to memory only the host knows"
+    elif not dtype:
+        why = why or f"annotune makes data only of {_SUPPORTED}"
+    size = cursor.type.get_size()
+    if size <= 0:
+        why = why or "its size is unknown"
+    count = size // np.dtype(dtype).itemsize if dtype and size > 0 else 0
+    return KernelConstant(name, symbol, dtype, ctype, count, where, why=why)
+
+
+def _texture_type(type_: ci.Type) -> str:
+    """The texture or surface object type `type_` is, through typedefs ("" for none)."""
+    for _ in range(64):  # typedef chains are short; a cycle cannot be, but never loop on one
+        declaration = type_.get_declaration()
+        if type_.kind == ci.TypeKind.ELABORATED:
+            type_ = type_.get_named_type()
+        elif declaration.kind == ci.CursorKind.TYPEDEF_DECL:
+            if declaration.spelling in TEXTURE_TYPES:
+                return declaration.spelling
+            type_ = declaration.underlying_typedef_type
+        else:
+            break
+    return ""
+
+
+def _refuse_textures(kernel: ci.Cursor, parsed: ParsedSource) -> None:
+    """A kernel taking a texture or surface object cannot be launched by kernel mode: an error
+    at that parameter's declaration, before anything is compiled."""
+    files = {os.path.realpath(f.path): f for f in parsed.files}
+    for param in kernel.get_children():
+        if param.kind != ci.CursorKind.PARM_DECL:
+            continue
+        texture = _texture_type(param.type)
+        if texture:
+            source = files.get(os.path.realpath(file_name(param.location.file)))
+            where = source.location(param.location.offset) if source else None
+            raise AnnotuneError(
+                f"kernel '{kernel.spelling}' takes '{param.spelling}', a {texture}, which kernel "
+                "mode cannot create",
+                where,
+                hint=_TEXTURE_HINT,
+            )
+
+
+def _with_constants(
+    spec: KernelSpec,
+    declaration: _Declaration,
+    variables: _Variables,
+    names: _Names,
+    macros: Mapping[str, Expression],
+) -> KernelSpec:
+    """The spec with the `__constant__` variables to fill, each with the rule its
+    `constants(...)` clause gives, and the macros their rules use."""
+    rules = _constant_rules(declaration, variables, names)
+    constants = tuple(replace(c, fill=rules.get(name)) for name, c in variables.constants.items())
+    spec = replace(spec, constants=constants)
+    return replace(spec, macros=_macros_needed(set(spec.names()), macros))
+
+
+def _constant_rules(
+    declaration: _Declaration, variables: _Variables, names: _Names
+) -> dict[str, Fill]:
+    """`constants(NAME = RULE, ...)`: a fill rule (`FILLS`) by qualified name, each for an
+    uninitialised `__constant__` variable that can be filled, at most once."""
+    clause = declaration.clauses.get("constants")
+    rules: dict[str, Fill] = {}
+    for text, item, offset in clause.items if clause is not None else ():
+        at = text.location(offset + len(item) - len(item.lstrip()))
+        match = _CONSTANT_RULE.match(item)
+        if match is None:
+            raise AnnotuneError(
+                f"expected NAME = RULE in constants(...), found {item.strip()!r}",
+                at,
+                hint="e.g. constants(coef = uniform(-1, 1), lut = range(0, 16))",
+            )
+        written = re.sub(r"\s+", "", match.group(1))
+        name = variables.find(written)
+        if name is None:
+            known = ", ".join(variables.constants) or "none"
+            raise AnnotuneError(
+                f"unknown __constant__ variable '{written}'",
+                at,
+                hint=f"uninitialised __constant__ variables of these files: {known}",
+            )
+        if name in variables.others:
+            raise AnnotuneError(
+                f"'{name}' is a {variables.others[name]} variable: kernel mode fills only "
+                "__constant__ ones",
+                at,
+            )
+        if name in variables.initialised:
+            first = variables.initialised[name]
+            raise AnnotuneError(
+                f"__constant__ '{name}' is initialised where it is declared "
+                f"({first.file}:{first.line}:{first.column}): the cubin holds its values",
+                at,
+            )
+        constant = variables.constants[name]
+        if constant.why:
+            raise AnnotuneError(f"__constant__ '{name}' cannot be filled: {constant.why}", at)
+        if name in rules:
+            raise AnnotuneError(f"a second rule for __constant__ '{name}'", at)
+        rules[name] = _fill(text, item[match.end() :], offset + match.end(), "in", names)
+    return rules
 
 
 # --- macros -------------------------------------------------------------------------------------
@@ -899,13 +1293,20 @@ def parse_cuda(
     """
     return ci.Index.create().parse(
         os.fsencode(parsed.main.path),  # bytes: a name need not be UTF-8 (`k\xff.cu`)
-        args=[os.fsencode(a) for a in clang_args("cuda", list(include_dirs), list(defines))],
+        args=[os.fsencode(a) for a in _cuda_args(include_dirs, defines)],
         unsaved_files=[(SHIM_PATH, CUDA_SHIM + _SIGNATURE_SHIM)],
         options=ci.TranslationUnit.PARSE_INCOMPLETE | _KEEP_GOING,
     )
 
 
-def _kernel_cursors(tu: ci.TranslationUnit, parsed: ParsedSource) -> dict[str, list[ci.Cursor]]:
+def _cuda_args(include_dirs: Iterable[str], defines: Iterable[str]) -> list[str]:
+    """libclang's arguments for the CUDA parse, with no limit on errors: missing system headers
+    spend clang's default 20 at the top of a file, and an error after those is what tells the
+    slice that a declaration names a type only the host has (`std::vector`)."""
+    return [*clang_args("cuda", list(include_dirs), list(defines)), "-ferror-limit=0"]
+
+
+def kernel_definitions(tu: ci.TranslationUnit, parsed: ParsedSource) -> dict[str, list[ci.Cursor]]:
     """`__global__` definitions (templates included) in the user's files, by name."""
     user_files = {os.path.realpath(f.path) for f in parsed.files}
     found: dict[str, list[ci.Cursor]] = {}
@@ -940,10 +1341,186 @@ def _kernel_cursor(
         )
     if len(candidates) > 1:
         raise AnnotuneError(f"kernel '{name}' is overloaded: annotune needs one definition", where)
-    cursor = candidates[0]
-    if cursor.kind == ci.CursorKind.FUNCTION_TEMPLATE:
-        raise AnnotuneError(f"'{name}' is a template kernel, which kernel mode cannot load", where)
-    return cursor
+    return candidates[0]
+
+
+# --- template kernels ---------------------------------------------------------------------------
+
+_FORMALS = (
+    ci.CursorKind.TEMPLATE_TYPE_PARAMETER,
+    ci.CursorKind.TEMPLATE_NON_TYPE_PARAMETER,
+    ci.CursorKind.TEMPLATE_TEMPLATE_PARAMETER,
+)
+_INSTANCE = "annotune_kernel_instance"
+_TEMPLATED = "type-parameter-"  # how libclang spells a template's type parameter in a type
+
+
+@dataclass(frozen=True)
+class _Reparse:
+    """How the main file was parsed, to parse it again with one line more: the parameter types
+    of a template kernel's instance (`T *` as `float *`) are what libclang makes of
+    `decltype(&k<float, 1>)` at its end."""
+
+    parsed: ParsedSource
+    include_dirs: tuple[str, ...]
+    defines: tuple[str, ...]
+
+
+def _template_args(
+    declaration: _Declaration, cursor: ci.Cursor, names: _Names
+) -> tuple[TemplateArg, ...]:
+    """The instance a declaration names, checked against the kernel's template parameters: a
+    type is kept as written, a number is an expression over the knobs and macros."""
+    name, template = declaration.name, declaration.template
+    if cursor.kind != ci.CursorKind.FUNCTION_TEMPLATE:
+        if template is not None:
+            raise AnnotuneError(f"'{name}' is not a template: its name takes no <...>", template.at)
+        return ()
+    formals = [child for child in cursor.get_children() if child.kind in _FORMALS]
+    declared = "template <" + ", ".join(_tokens(formal) for formal in formals) + ">"
+    if template is None:
+        example = ", ".join(
+            "float" if f.kind == ci.CursorKind.TEMPLATE_TYPE_PARAMETER else "BLOCK"
+            for f in formals
+            if not _has_default(f)
+        )
+        raise AnnotuneError(
+            f"'{name}' is a template kernel: name the instance to tune, e.g. {name}<{example}>",
+            declaration.where,
+            hint=f"it is declared {declared}; a number may be a knob or an expression of knobs",
+        )
+    items = template.items
+    if len(items) > len(formals):
+        text, item, offset = items[len(formals)]
+        raise AnnotuneError(
+            f"too many template arguments: '{name}' takes {len(formals)} ({declared})",
+            text.location(offset + len(item) - len(item.lstrip())),
+        )
+    for formal in formals[len(items) :]:
+        if not _has_default(formal):
+            raise AnnotuneError(
+                f"no template argument for '{formal.spelling}' of '{name}' ({declared})",
+                template.at,
+            )
+    args = []
+    for (text, item, offset), formal in zip(items, formals, strict=False):
+        if not item.strip():
+            raise AnnotuneError("empty template argument", text.location(offset))
+        if formal.kind == ci.CursorKind.TEMPLATE_NON_TYPE_PARAMETER and _uses_knobs(item, names):
+            expr = _expression(text, item, offset, names)
+            boolean = formal.type.get_canonical().kind == ci.TypeKind.BOOL
+            args.append(TemplateArg(" ".join(item.split()), expr, boolean, number=True))
+        else:
+            number = formal.kind == ci.CursorKind.TEMPLATE_NON_TYPE_PARAMETER
+            args.append(TemplateArg(" ".join(item.split()), number=number))
+    return tuple(args)
+
+
+def _uses_knobs(item: str, names: _Names) -> bool:
+    """Whether a number among a template's arguments is ours to evaluate: an expression over
+    knobs and numeric macros (`BLOCK * 2`). One that names neither (an enumerator, `sizeof(T)`,
+    `Traits::size`) is C++'s, passed as written, checked by the instance's parse."""
+    try:
+        expr = parse_expression(item.strip(), _Anything())  # type: ignore[arg-type]
+    except ExpressionError:
+        return False
+    return not expr.names or any(name in names for name in expr.names)
+
+
+def _tokens(cursor: ci.Cursor) -> str:
+    return " ".join(token.spelling for token in cursor.get_tokens())
+
+
+def _has_default(formal: ci.Cursor) -> bool:
+    return any(token.spelling == "=" for token in formal.get_tokens())
+
+
+def _scope(cursor: ci.Cursor) -> str:
+    """The named namespaces around a kernel, as a qualifier: "ns::inner::" ("" for none; an
+    anonymous namespace's names are reachable from its file without one)."""
+    names = []
+    parent = cursor.semantic_parent
+    while parent is not None and parent.kind != ci.CursorKind.TRANSLATION_UNIT:
+        if parent.kind == ci.CursorKind.NAMESPACE and parent.spelling:
+            names.append(parent.spelling)
+        parent = parent.semantic_parent
+    return "".join(f"{name}::" for name in reversed(names))
+
+
+def _instance_types(
+    reparse: _Reparse,
+    qualified: str,
+    template: tuple[TemplateArg, ...],
+    declaration: _Declaration,
+    declared: list[ci.Type],
+) -> tuple[list[ci.Type], tuple[TemplateArg, ...]]:
+    """The parameter types of the instance, and its arguments with each type's canonical
+    spelling: the main file parsed again with typedefs of the instance's type and of each
+    type argument at its end, numbers written as 1 where they use a knob (the parameter types
+    of a kernel worth tuning do not depend on its block size).
+
+    Where libclang refuses the instance, it may be right (a typo) or blind (a header it did not
+    find, as `-nostdinc` leaves cub's): parameters whose types do not depend on the template
+    keep their `declared` types, and the compiler judges the instance; a parameter that does
+    depend on it makes the refusal an error at the declaration, in libclang's words."""
+    written = ", ".join(
+        arg.text if arg.expr is None or not arg.expr.names else ("true" if arg.boolean else "1")
+        for arg in template
+    )
+    main = reparse.parsed.main
+    lines = main.data.count(b"\n") + 1
+    line = f"\ntypedef decltype(&{qualified}<{written}>) {_INSTANCE};\n"
+    line += "".join(
+        f"typedef {arg.text} {_INSTANCE}_{index};\n"
+        for index, arg in enumerate(template)
+        if not arg.number
+    )
+    tu = ci.Index.create().parse(
+        os.fsencode(main.path),
+        args=[os.fsencode(a) for a in _cuda_args(reparse.include_dirs, reparse.defines)],
+        unsaved_files=[
+            (os.fsencode(main.path), main.data + line.encode()),
+            (SHIM_PATH, CUDA_SHIM + _SIGNATURE_SHIM),
+        ],
+        options=ci.TranslationUnit.PARSE_INCOMPLETE | _KEEP_GOING,
+    )
+    main_file = os.path.realpath(main.path)
+    refused = next(
+        (
+            diagnostic.spelling
+            for diagnostic in tu.diagnostics
+            if diagnostic.severity >= ci.Diagnostic.Error
+            and diagnostic.location.file is not None
+            and os.path.realpath(file_name(diagnostic.location.file)) == main_file
+            and diagnostic.location.line > lines
+        ),
+        "",
+    )
+    typedefs = {
+        cursor.spelling: cursor.underlying_typedef_type.get_canonical()
+        for cursor in tu.cursor.get_children()
+        if cursor.kind == ci.CursorKind.TYPEDEF_DECL and cursor.spelling.startswith(_INSTANCE)
+    }
+    pointer = typedefs.get(_INSTANCE)
+    if not refused and pointer is not None and pointer.kind == ci.TypeKind.POINTER:
+        function = pointer.get_pointee().get_canonical()
+        if function.kind == ci.TypeKind.FUNCTIONPROTO:
+            typed = tuple(
+                arg
+                if arg.number or f"{_INSTANCE}_{index}" not in typedefs
+                else replace(arg, canonical=typedefs[f"{_INSTANCE}_{index}"].spelling)
+                for index, arg in enumerate(template)
+            )
+            return list(function.argument_types()), typed
+    if not any(_TEMPLATED in ptype.get_canonical().spelling for ptype in declared):
+        return declared, template
+    said = f"is not an instance C++ accepts: {refused}" if refused else "cannot be typed"
+    raise AnnotuneError(
+        f"{qualified}<{written}> {said}",
+        declaration.template.at if declaration.template else declaration.where,
+        hint="a header libclang did not find may be why: add its directory to the config's "
+        "include = [...]",
+    )
 
 
 def _device_mangled_name(cursor: ci.Cursor) -> str:

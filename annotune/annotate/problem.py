@@ -176,6 +176,16 @@ class Problem:
         raise KeyError(name)
 
 
+def kernel_only_params(problem: Problem) -> frozenset[str]:
+    """The parameters that reach the code only through a kernel's declaration: declared in
+    the config, neither defined nor used in the user's files, and named by a declared kernel
+    (`block_sum<float, BT>`, `block(BT)`). Kernel mode gives them to the kernel; no `-D` is
+    made of one (`-DBLOCK_THREADS=128` would rewrite every use of a name the code never
+    meant as this knob), and a program never sees them."""
+    named = {name for kernel in problem.kernels for name in kernel.names()}
+    return frozenset(p.name for p in problem.params if p.unread and p.name in named)
+
+
 def chosen_kernel(problem: Problem, mode: str, name: str | None) -> KernelSpec | None:
     """The kernel a tune in `mode` ("program", "kernel" or "auto") launches, None when it runs
     the program: `name`'s (`--kernel`), or the one declared.
@@ -206,6 +216,7 @@ def chosen_kernel(problem: Problem, mode: str, name: str | None) -> KernelSpec |
             )
         return None
     if mode == "program":
+        _reaches_the_program(problem)
         return None
     if name is None:
         if len(kernels) > 1:
@@ -224,3 +235,17 @@ def chosen_kernel(problem: Problem, mode: str, name: str | None) -> KernelSpec |
     raise AnnotuneError(
         f"--kernel {name}: no such kernel is declared", hint=f"declared: {declared}"
     )
+
+
+def _reaches_the_program(problem: Problem) -> None:
+    """AnnotuneError when a knob reaches only a kernel's declaration: a program tune would
+    measure one program under every value."""
+    only = sorted(kernel_only_params(problem))
+    if only:
+        found = next(p for p in problem.params if p.name == only[0])
+        raise AnnotuneError(
+            f"'{only[0]}' reaches the code only through a declared kernel: the program is the "
+            "same for each of its values",
+            found.location,
+            hint="tune it with --mode kernel, which launches the kernel with it",
+        )

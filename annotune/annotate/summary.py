@@ -13,6 +13,7 @@ import numpy as np
 
 from annotune.annotate import Problem, problem_space
 from annotune.annotate.frontend import ParsedSource
+from annotune.annotate.problem import kernel_only_params
 from annotune.core.diagnostics import AnnotuneError, Location
 from annotune.core.records import Number, value_text
 from annotune.space import Space
@@ -88,9 +89,9 @@ def scan_warnings(problem: Problem, parsed: ParsedSource) -> list[tuple[Location
         )
         for location, header in problem.missing_includes
     ]
-    through_env = env_only_params(problem)
+    elsewhere = env_only_params(problem) | kernel_only_params(problem)
     for param in problem.params:
-        if param.name in through_env or any(parsed.is_active(u.location) for u in param.uses):
+        if param.name in elsewhere or any(parsed.is_active(u.location) for u in param.uses):
             continue
         why = "every use is in an #if branch the preprocessor skips" if param.uses else "no use"
         warnings.append(
@@ -112,11 +113,7 @@ def env_only_params(problem: Problem) -> frozenset[str]:
     `[file.env]` value (`THREADS` behind `OMP_NUM_THREADS = "{THREADS}"`). A `-D` for one
     would change no program but split the compile cache, one binary per value."""
     named = {name for s in problem.settings.env for name in _PLACEHOLDER.findall(s.value)}
-    return frozenset(
-        p.name
-        for p in problem.params
-        if p.name in named and p.unread
-    )
+    return frozenset(p.name for p in problem.params if p.name in named and p.unread)
 
 
 def environment_at(problem: Problem, params: Mapping[str, Number]) -> dict[str, str]:
@@ -126,5 +123,3 @@ def environment_at(problem: Problem, params: Mapping[str, Number]) -> dict[str, 
         s.name: _PLACEHOLDER.sub(lambda m: value_text(params[m.group(1)]), s.value)
         for s in problem.settings.env
     }
-
-

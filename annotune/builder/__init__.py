@@ -45,6 +45,7 @@ from types import TracebackType
 from annotune.annotate import Problem
 from annotune.annotate.device_code import DeviceCode
 from annotune.annotate.frontend import ANNOTUNE_INCLUDE_DIR
+from annotune.annotate.kernel import LaunchError
 from annotune.builder.compiler import (
     CompilerCommand,
     CompileResult,
@@ -76,6 +77,7 @@ from annotune.builder.nvrtc import (
     value_checks,
 )
 from annotune.builder.preprocessed import program_digest
+from annotune.builder.symbols import instance_symbol
 from annotune.builder.variants import (
     VariantSource,
     copies_first,
@@ -213,6 +215,7 @@ class Builder:
             for p in problem.params
             if needs_copy(p) and p.value_span is not None
         }
+        self._cubins = "-cubin" in self.compiler.argv  # kernel mode's builds
         self.nvrtc_unavailable = ""
         self._nvrtc: _Nvrtc | None = None
         if nvrtc_asked and nvrtc_arch is not None:
@@ -327,7 +330,21 @@ class Builder:
         h.update(os.fsencode(variant.digest()))
         return h.hexdigest()
 
+    def _instances(self, params: dict[str, Number]) -> dict[str, str]:
+        """Each template kernel's instance for `params`, by kernel name (LaunchError when a
+        template argument cannot be computed); none but for a cubin build."""
+        if not self._cubins:
+            return {}
+        found = {kernel.name: kernel.instance(params) for kernel in self.problem.kernels}
+        return {name: instance for name, instance in found.items() if instance}
+
     def _build_one(self, variant: VariantSource, batch: _Batch) -> BuildResult:
+        try:
+            instances = self._instances(variant.params)
+        except LaunchError as error:
+            return BuildResult(variant.params, None, f"no template instance: {error}")
+        if instances:  # nvcc instantiates what the source names: name the instances there
+            variant = _instantiating(variant, instances)
         key = self._key(variant, batch)
         final = self.cache_dir / key[:2] / key
         cached = _load(final, variant.params, batch.digests)
@@ -337,6 +354,8 @@ class Builder:
         try:
             job = _Job(variant, scratch, materialize(variant, scratch), self._includes(variant))
             result = self._compile(job, batch)
+            if result.ok and instances:
+                result = _found_instances(result, instances)
             program = ""
             if result.ok and self.verifies_values:
                 result = self._checked(result, job, batch)
@@ -433,6 +452,10 @@ class Builder:
         """`variant` compiled by NVRTC; by nvcc (`_build_one`) when NVRTC could not."""
         nvrtc = self._nvrtc
         assert nvrtc is not None
+        try:
+            instances = self._instances(variant.params)
+        except LaunchError as error:
+            return BuildResult(variant.params, None, f"no template instance: {error}")
         sliced = {
             name: nvrtc.device_code.slice(os.path.join(variant.root, name), data)
             for name, data in variant.files.items()
@@ -440,11 +463,13 @@ class Builder:
         checks = value_checks(tuned_macros(self.problem.params, variant.params))
         sliced[variant.main] += checks.encode()
         includes = [*self._includes(variant), *nvrtc.toolkit]
-        key = self._nvrtc_key(variant, sliced, includes)
+        key = self._nvrtc_key(variant, sliced, includes, instances)
         final = self.cache_dir / key[:2] / key
         built = _load(final, variant.params, batch.digests)
         if built is None:
-            built = self._compile_nvrtc(variant, sliced, includes, final, key, batch.digests)
+            built = self._compile_nvrtc(
+                variant, sliced, includes, instances, (final, key), batch.digests
+            )
         if built.ok or built.transient:
             return built
         by_nvcc = self._build_one(variant, batch)
@@ -460,13 +485,15 @@ class Builder:
         variant: VariantSource,
         sliced: dict[str, bytes],
         includes: list[str],
-        final: Path,
-        key: str,
+        instances: dict[str, str],
+        entry: tuple[Path, str],
         digests: Digests,
     ) -> BuildResult:
-        """NVRTC's build of `variant` from its sliced files, cached under `final`."""
+        """NVRTC's build of `variant` from its sliced files, cached in the entry `(final, key)`;
+        `instances`: the template kernels' (`_instances`)."""
         nvrtc = self._nvrtc
         assert nvrtc is not None
+        final, key = entry
         scratch = _scratch(final, key)
         try:
             copies = scratch / "src"
@@ -480,12 +507,12 @@ class Builder:
             main = copies / variant.main
             request = NvrtcRequest(
                 str(main), sliced[variant.main], tuple(options), str(scratch / _PROGRAM),
-                self.timeout,
+                self.timeout, tuple(instances.values()),
             )  # fmt: skip
             result, program = nvrtc.pool.compile(request)
             result = _located(result, scratch, variant)
             result = replace(result, error=result.error.replace(str(prelude), "<NVRTC prelude>"))
-            result = self._kernels_named(result, scratch / _PROGRAM)
+            result = self._kernels_named(result, scratch / _PROGRAM, instances)
             if result.transient:
                 shutil.rmtree(scratch, ignore_errors=True)
                 return _transient(variant, result)
@@ -501,30 +528,43 @@ class Builder:
             raise
         return _fresh(final, variant)
 
-    def _kernels_named(self, result: CompileResult, cubin: Path) -> CompileResult:
-        """`result`, or a failure when NVRTC's cubin lacks a kernel under the name kernel mode
-        launches it by: NVRTC's int64_t is `long long` (libcu++'s), glibc's `long`, so a
-        kernel taking one has another mangled name, which the runner would not find."""
+    def _kernels_named(
+        self, result: CompileResult, cubin: Path, instances: dict[str, str]
+    ) -> CompileResult:
+        """`result` with each template kernel's symbol (NVRTC lowered its instance), or a
+        failure when NVRTC's cubin lacks a kernel under the name kernel mode launches it by:
+        NVRTC's int64_t is `long long` (libcu++'s), glibc's `long`, so a kernel taking one
+        has another mangled name, which the runner would not find."""
         if not result.ok:
             return result
+        symbols = {}
         for kernel in self.problem.kernels:
-            if kernel.mangled_name not in result.resources:
+            instance = instances.get(kernel.name, "")
+            symbol = result.symbols.get(instance, "") if instance else kernel.mangled_name
+            if symbol not in result.resources:
                 cubin.unlink(missing_ok=True)
                 named = ", ".join(sorted(result.resources)) or "none"
-                said = f"compile failed: NVRTC has no kernel {kernel.mangled_name} (its: {named})"
+                said = f"compile failed: NVRTC has no kernel {instance or symbol} (its: {named})"
                 return CompileResult(False, result.seconds, said)
-        return result
+            if instance:
+                symbols[kernel.name] = symbol
+        return replace(result, symbols=symbols)
 
     def _nvrtc_key(
-        self, variant: VariantSource, sliced: dict[str, bytes], includes: list[str]
+        self,
+        variant: VariantSource,
+        sliced: dict[str, bytes],
+        includes: list[str],
+        instances: dict[str, str],
     ) -> str:
-        """NVRTC's library, the options but the scratch paths, the prelude and the sliced
-        files' bytes (the main one with its value checks)."""
+        """NVRTC's library, the options but the scratch paths, the prelude, the template
+        instances asked for and the sliced files' bytes (the main one with its value checks)."""
         nvrtc = self._nvrtc
         assert nvrtc is not None
         options = nvrtc_options(nvrtc.arch, variant.defines, includes, "")
+        named = "\0".join(instances.values())
         h = hashlib.sha256(b"nvrtc")
-        for part in (nvrtc.fingerprint, "\0".join(options), nvrtc.prelude, variant.main):
+        for part in (nvrtc.fingerprint, "\0".join(options), nvrtc.prelude, named, variant.main):
             h.update(b"\0" + part.encode(errors="surrogateescape"))
         for name in sorted(sliced):
             h.update(os.fsencode(name) + b"\0" + hashlib.sha256(sliced[name]).digest())
@@ -620,6 +660,7 @@ def _save(
         "error": result.error,
         "seconds": result.seconds,
         "resources": {k: asdict(v) for k, v in result.resources.items()},
+        "symbols": result.symbols,
         "dependencies": dependencies,
     }
     (directory / _RESULT_FILE).write_text(json.dumps(data, indent=1))
@@ -649,6 +690,7 @@ def _load(
         cached=True,
         resources={k: KernelResources(**v) for k, v in data.get("resources", {}).items()},
         program=str(data.get("program") or "") if ok else "",
+        symbols=dict(data.get("symbols") or {}) if ok else {},
     )
 
 
@@ -672,6 +714,32 @@ def _located(result: CompileResult, scratch: Path, variant: VariantSource) -> Co
     """`result` with its messages pointing at the user's files, not at their copies."""
     copies = str(scratch / "src")
     return replace(result, error=result.error.replace(copies, str(variant.root)))
+
+
+def _instantiating(variant: VariantSource, instances: dict[str, str]) -> VariantSource:
+    """`variant` with its main file naming each template kernel's instance at its end, in host
+    code, which makes nvcc instantiate it: kernel mode launches it, the program may not."""
+    lines = [b"\n/* annotune: the template instances kernel mode launches */\n"]
+    lines += [
+        f"static void *const annotune_instance_{index} = (void *)&{instance};\n".encode()
+        for index, instance in enumerate(instances.values())
+    ]
+    files = {**variant.files, variant.main: variant.files[variant.main] + b"".join(lines)}
+    return replace(variant, files=files, rewritten=True)
+
+
+def _found_instances(result: CompileResult, instances: dict[str, str]) -> CompileResult:
+    """`result` with each template kernel's symbol, found among the kernels of nvcc's cubin;
+    a failure when one is not there (once)."""
+    symbols = {}
+    for name, instance in instances.items():
+        symbol = instance_symbol(instance, result.resources)
+        if symbol is None:
+            named = ", ".join(sorted(result.resources)) or "none"
+            said = f"compile failed: nvcc's cubin has no kernel {instance} (its: {named})"
+            return CompileResult(False, result.seconds, said)
+        symbols[name] = symbol
+    return replace(result, symbols=symbols)
 
 
 def _transient(variant: VariantSource, result: CompileResult) -> BuildResult:

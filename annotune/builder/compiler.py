@@ -167,6 +167,7 @@ class CompileResult:
     error: str = ""
     resources: dict[str, KernelResources] = field(default_factory=dict)
     transient: bool = False
+    symbols: dict[str, str] = field(default_factory=dict)  # a template kernel's, by kernel
 
 
 def run_compiler(argv: list[str], timeout: float) -> CompileResult:

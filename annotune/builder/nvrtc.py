@@ -64,25 +64,29 @@ _started_lock = threading.Lock()
 class NvrtcRequest:
     """One compile, as a worker gets it: the main source's `name` (its sliced copy's path:
     quoted includes resolve from its directory, messages name it) and `text` (with the value
-    checks), the options, where the cubin goes and how long the compile may take."""
+    checks), the options, where the cubin goes and how long the compile may take. `instances`:
+    template kernels' instances (`ns::k<float, 256>`) NVRTC is to instantiate, and lower to the
+    symbols the cubin holds them by."""
 
     name: str
     text: bytes
     options: tuple[str, ...]
     output: str
     timeout: float
+    instances: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class NvrtcOutcome:
-    """What a worker sends back: the log (ptxas's report included), and the cubin's sha256
-    when it compiled ("" when not)."""
+    """What a worker sends back: the log (ptxas's report included), the cubin's sha256 when it
+    compiled ("" when not), and each instance asked for with its lowered name."""
 
     ok: bool
     log: str
     seconds: float
     program: str = ""
     transient: bool = False
+    lowered: tuple[tuple[str, str], ...] = ()
 
 
 def nvrtc_unavailable(arch: tuple[int, int] | None = None) -> str:
@@ -187,32 +191,44 @@ def compile_request(request: NvrtcRequest) -> NvrtcOutcome:
     return NvrtcOutcome(outcome[0], outcome[1], time.monotonic() - started, *outcome[2:])
 
 
-def _compile(nvrtc: ModuleType, request: NvrtcRequest) -> tuple[bool, str, str, bool]:
-    """(ok, log, program, transient) of one NVRTC compile."""
+def _compile(
+    nvrtc: ModuleType, request: NvrtcRequest
+) -> tuple[bool, str, str, bool, tuple[tuple[str, str], ...]]:
+    """(ok, log, program, transient, lowered) of one NVRTC compile."""
     success = nvrtc.nvrtcResult.NVRTC_SUCCESS
     error, program = nvrtc.nvrtcCreateProgram(request.text, request.name.encode(), 0, [], [])
     if error != success:
-        return False, f"NVRTC cannot create the program: {error.name}", "", True
+        return False, f"NVRTC cannot create the program: {error.name}", "", True, ()
     try:
+        for instance in request.instances:
+            (error,) = nvrtc.nvrtcAddNameExpression(program, f"&{instance}".encode())
+            if error != success:
+                return False, f"NVRTC refuses the name {instance}: {error.name}", "", False, ()
         options = [option.encode() for option in request.options]
         (result,) = nvrtc.nvrtcCompileProgram(program, len(options), options)
         error, size = nvrtc.nvrtcGetProgramLogSize(program)
         log = bytearray(size)  # written into: never `b" " * size`, the shared b" " for 1
         nvrtc.nvrtcGetProgramLog(program, log)
-        text = bytes(log).rstrip(b"\0").decode(errors="replace")
+        text = bytes(log).replace(b"\0", b"").decode(errors="replace")  # ptxas's joins with NUL
         if result != success:
             memory = result == nvrtc.nvrtcResult.NVRTC_ERROR_OUT_OF_MEMORY
-            return False, text or result.name, "", memory
+            return False, text or result.name, "", memory, ()
         error, size = nvrtc.nvrtcGetCUBINSize(program)
         cubin = bytearray(size)
         (error,) = nvrtc.nvrtcGetCUBIN(program, cubin)
         cubin = bytes(cubin)
         if error != success or not size:
-            return False, f"NVRTC made no cubin: {error.name}", "", False
+            return False, f"NVRTC made no cubin: {error.name}", "", False, ()
+        lowered = []
+        for instance in request.instances:
+            error, name = nvrtc.nvrtcGetLoweredName(program, f"&{instance}".encode())
+            if error != success:
+                return False, f"NVRTC cannot lower {instance}: {error.name}", "", False, ()
+            lowered.append((instance, name.decode()))
     finally:
         nvrtc.nvrtcDestroyProgram(program)
     Path(request.output).write_bytes(cubin)
-    return True, text, hashlib.sha256(cubin).hexdigest(), False
+    return True, text, hashlib.sha256(cubin).hexdigest(), False, tuple(lowered)
 
 
 def _bindings() -> ModuleType:
@@ -286,7 +302,10 @@ class NvrtcPool:
             said = "compile failed: " + _first_error(outcome.log)
             return CompileResult(False, outcome.seconds, said, {}, outcome.transient), ""
         resources = parse_ptxas(outcome.log)
-        return CompileResult(True, outcome.seconds, resources=resources), outcome.program
+        symbols = dict(outcome.lowered)
+        return CompileResult(True, outcome.seconds, resources=resources, symbols=symbols), (
+            outcome.program
+        )
 
     def close(self) -> None:
         """Stop the workers: compiles not started are cancelled, those running finish."""

@@ -2,10 +2,11 @@
 
 A guarded macro (`#ifndef NAME`) or a parameter with no #define is set with `-DNAME=V`, but
 one that reaches the program only through its environment (`env_only_params`) gets nothing: its
-values are one binary, run with different environments. An unguarded `#define` or a pragma
-literal cannot be overridden with `-D`, so those files are copied into the variant's directory
-with the default value's bytes replaced (libclang gave us their exact spans); the user's files
-are never touched.
+values are one binary, run with different environments; nor does one only a kernel's declaration
+names (`kernel_only_params`), which kernel mode passes to the kernel itself. An unguarded
+`#define` or a pragma literal cannot be overridden with `-D`, so those files are copied into
+the variant's directory with the default value's bytes replaced (libclang gave us their exact
+spans); the user's files are never touched.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from annotune.annotate import Problem, TunableParam
+from annotune.annotate.problem import kernel_only_params
 from annotune.annotate.summary import env_only_params
 from annotune.core.inputs import SOURCE, read_input
 from annotune.core.records import Number
@@ -68,9 +70,9 @@ def variant_source(
     originals = originals if originals is not None else read_files(problem)
     defines: list[str] = []
     edits: dict[str, list[tuple[int, int, bytes]]] = {}
-    through_env = env_only_params(problem)
+    elsewhere = env_only_params(problem) | kernel_only_params(problem)  # no -D reaches them
     for param in problem.params:
-        if param.name in through_env:
+        if param.name in elsewhere:
             continue
         value = format_value(params[param.name])
         if not needs_copy(param):

@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from annotune.annotate import Problem, read_problem_and_source
+from annotune.annotate.problem import kernel_only_params
 from annotune.annotate.summary import (
     SpaceSummary,
     env_only_params,
@@ -67,17 +68,23 @@ def _print_table(problem: Problem, summary: SpaceSummary) -> None:
     for column in ("name", "domain", "n", "default", "origin", "-D", "declared at", "used in"):
         table.add_column(column, no_wrap=column in ("name", "declared at"))
     through_env = env_only_params(problem)
+    through_kernel = kernel_only_params(problem)  # given to the declared kernel alone
     for param in problem.params:
         where = param.location
+        elsewhere = "env" if param.name in through_env else "kernel"
         table.add_row(
             param.name,
             param.domain,
             str(len(param.values)),
             str(param.default),
             param.origin,
-            "env" if param.name in through_env else "yes" if param.guarded else "no",
+            elsewhere
+            if param.name in through_env | through_kernel
+            else "yes"
+            if param.guarded
+            else "no",
             printable(f"{Path(where.file).name}:{where.line}"),
-            "env" if param.name in through_env else _use_kinds(param),
+            elsewhere if param.name in through_env | through_kernel else _use_kinds(param),
         )
     stdout.print(table)
     for constraint in problem.constraints:

@@ -843,6 +843,12 @@ def _report_compiles(report: CompileReport, json: bool) -> None:
                 markup=False,
                 highlight=False,
             )
+            for kind in report.fallback_reasons:
+                stdout.print(
+                    f"              {kind.count} x {kind.error[:300]} (e.g. {kind.params})",
+                    markup=False,
+                    highlight=False,
+                )
         _print_failures(report.failures)
         for k in report.kernels:
             stdout.print(

@@ -201,7 +201,9 @@ class BuildResult:
     the failure was the machine's, not the configuration's: never cached). `program` is the
     hash of its preprocessed source, or of its cubin when NVRTC compiled it ("" when unknown):
     equal hashes, the same program. `fallback` says why NVRTC did not compile a variant that
-    nvcc then built (NVRTC's first error line; "" when NVRTC was not asked to)."""
+    nvcc then built (NVRTC's first error line; "" when NVRTC was not asked to). `symbols`: each
+    template kernel's symbol in the cubin, by kernel name (its instance depends on the
+    configuration; other kernels are found by `KernelSpec.mangled_name`)."""
 
     params: dict[str, Number]
     executable: Path | None
@@ -212,6 +214,7 @@ class BuildResult:
     transient: bool = False
     program: str = ""
     fallback: str = ""
+    symbols: dict[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:

@@ -58,7 +58,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from annotune.annotate.kernel import KernelSpec, Launch, LaunchArg, LaunchError
+from annotune.annotate.kernel import KernelSpec, Launch, LaunchArg, LaunchConstant, LaunchError
 from annotune.core.diagnostics import AnnotuneError
 from annotune.core.records import BuildResult, Measurement, Number
 from annotune.core.stats import median_interval, relative_halfwidth
@@ -69,7 +69,7 @@ from annotune.run.energy import EnergyError, EnergyMeter, EnergyReading
 from annotune.run.program import compile_info as build_info
 from annotune.run.sampling import Sampling
 
-__all__ = ["KernelReference", "KernelRunner", "compare_outputs"]
+__all__ = ["KernelReference", "KernelRunner", "compare_outputs", "fill_notes"]
 
 
 INTEGER_INPUT_LIMIT = 100
@@ -217,6 +217,7 @@ class KernelRunner:
         self.meter = meter
         self.energy_batches = energy_batches
         self._inputs: dict[tuple[int, str, int], np.ndarray] = {}
+        self._constants: dict[tuple, np.ndarray] = {}  # `constant_array`'s, by their key
         self._slots: dict[int, _Slot] = {}  # by argument position
         self._flush: Flush | None = None
         self._generation = backend.generation  # of the context the slots live in
@@ -237,6 +238,11 @@ class KernelRunner:
         }
         if self.meter is not None:
             data["energy"] = {**self.meter.to_json(), "batches": self.energy_batches}
+        filled = [c for c in self.spec.constants if not c.why]
+        if filled:  # what they hold changes the kernel's work (zeros before annotune filled them)
+            data["constants"] = {
+                c.name: c.fill.to_json() if c.fill is not None else "default" for c in filled
+            }
         return data
 
     def measure(
@@ -284,8 +290,8 @@ class KernelRunner:
         except LaunchError as error:
             return Measurement(params, "runtime_error", error=str(error), compile_info=info), None
         info = {**info, "launch": launch.to_json(), "backend": self.backend.name}
-        try:
-            image = build.executable.read_bytes()
+        try:  # a template kernel's symbol depends on the configuration (`BuildResult.symbols`)
+            image = (build.executable.read_bytes(), build.symbols.get(self.spec.name, ""))
         except OSError as error:
             reason = f"cannot read the cubin: {error.strerror}"
             return Measurement(params, "runtime_error", error=reason, compile_info=info), None
@@ -351,7 +357,7 @@ class KernelRunner:
 
     def _run(
         self,
-        image: bytes,
+        image: tuple[bytes, str],  # the cubin, and the kernel's symbol in it ("": the spec's)
         launch: Launch,
         flush: int,
         reference: KernelReference | None,
@@ -363,8 +369,9 @@ class KernelRunner:
             self._slots.clear()
             self._flush = None
             self._generation = backend.generation
-        kernel = backend.load(image, self.spec.mangled_name)
+        kernel = backend.load(image[0], image[1] or self.spec.mangled_name)
         try:
+            self._fill_constants(kernel, launch)
             args: list[object] = []
             for index, arg in enumerate(launch.args):
                 if not arg.is_pointer:
@@ -420,6 +427,27 @@ class KernelRunner:
             data.flags.writeable = False
             self._inputs[key] = data
         return self._inputs[key]
+
+    def constant_array(self, index: int, constant: LaunchConstant, count: int) -> np.ndarray:
+        """What the `__constant__` variable at `index` of the spec's `constants` is filled with,
+        `count` elements (as many as the cubin holds): by its rule, else as an `in` array is
+        (read-only, the same for every configuration of that size)."""
+        key = (index, constant.dtype, count, constant.fill)
+        if key not in self._constants:
+            as_input = LaunchArg(constant.name, "in", constant.dtype, count, fill=constant.fill)
+            data = input_data(as_input, np.random.default_rng([self.seed, index, 1]))
+            data.flags.writeable = False
+            self._constants[key] = data
+        return self._constants[key]
+
+    def _fill_constants(self, kernel: object, launch: Launch) -> None:
+        """Set the `__constant__` variables the host would, in the module just loaded (each
+        load starts from the cubin's image), before its first launch."""
+        for index, constant in enumerate(launch.constants):
+            address, nbytes = self.backend.find_global(kernel, constant.symbol)
+            data = self.constant_array(index, constant, nbytes // np.dtype(constant.dtype).itemsize)
+            if data.size:
+                self.backend.upload(address, data)
 
     def _slot(self, index: int, arg: LaunchArg) -> _Slot:
         """The device memory of the pointer argument at `index`, its input uploaded: kept from
@@ -539,6 +567,29 @@ class KernelRunner:
                 meter.stop()
             raise
         return count, meter.stop()
+
+
+def fill_notes(spec: KernelSpec) -> tuple[str, ...]:
+    """What a user should know once about the kernel's `__constant__` variables: those filled
+    by the default rule, and those left as the cubin holds them (zeros), with why."""
+    notes = []
+    default = [c for c in spec.constants if c.fill is None and not c.why]
+    if default:
+        listed = ", ".join(f"{c.name} ({c.ctype})" for c in default)
+        notes.append(
+            f"kernel mode fills the __constant__ variables the host would set (cudaMemcpyToSymbol) "
+            f"as it fills in(...) arrays, floats uniform in [0, 1) and integers in "
+            f"[0, {INTEGER_INPUT_LIMIT}): {listed}; where that does not fit, give a rule: "
+            "constants(NAME = RULE) in the kernel's declaration"
+        )
+    for constant in spec.constants:
+        if constant.why:
+            where = constant.location
+            notes.append(
+                f"__constant__ {constant.name} ({constant.ctype}, {where.file}:{where.line}) "
+                f"keeps the cubin's zeros in kernel mode: {constant.why}"
+            )
+    return tuple(notes)
 
 
 def _unmeasured(meter: EnergyMeter, reading: EnergyReading) -> str:

@@ -107,6 +107,7 @@ class CompileReport:
     seconds: float  # wall time
     fallbacks: int = 0  # variants NVRTC could not compile, compiled (or failed) by nvcc
     failures: tuple[FailureKind, ...] = ()  # the most common first
+    fallback_reasons: tuple[FailureKind, ...] = ()  # why NVRTC could not, the most common first
     kernels: tuple[KernelRange, ...] = ()
     warnings: tuple[str, ...] = ()  # e.g. that the compile cache is not beside the source
 
@@ -117,6 +118,7 @@ class CompileReport:
             "transient": self.transient,
             "cached": self.cached,
             "fallbacks": self.fallbacks,
+            "fallback_reasons": [f.to_json() for f in self.fallback_reasons],
             "seconds": self.seconds,
             "command": self.command,
             "arch": self.arch,
@@ -254,19 +256,16 @@ def _report(
     seconds: float,
 ) -> CompileReport:
     failures: dict[tuple[str, str], FailureKind] = {}
+    fallbacks: dict[tuple[str, str], FailureKind] = {}
     resources: dict[str, list[KernelResources]] = {}
     for build in builds:
+        if build.fallback:
+            _count(fallbacks, build.fallback, build.params)
         if build.ok:
             for kernel, used in build.resources.items():
                 resources.setdefault(kernel, []).append(used)
         elif not build.transient:
-            kind = failure_kind("compile_error", build.error)
-            known = failures.get(kind)
-            failures[kind] = (
-                FailureKind("compile_error", 1, build.error, dict(build.params))
-                if known is None
-                else replace(known, count=known.count + 1)
-            )
+            _count(failures, build.error, build.params)
     return CompileReport(
         command=builder.identity(),
         arch=sm(capability) if capability else None,
@@ -278,5 +277,17 @@ def _report(
         seconds=seconds,
         fallbacks=sum(bool(b.fallback) for b in builds),
         failures=tuple(sorted(failures.values(), key=lambda f: -f.count)),
+        fallback_reasons=tuple(sorted(fallbacks.values(), key=lambda f: -f.count)),
         kernels=tuple(KernelRange.of(k, r) for k, r in sorted(resources.items())),
+    )
+
+
+def _count(kinds: dict[tuple[str, str], FailureKind], error: str, params: dict) -> None:
+    """One more compile failing with `error`, counted with those of its kind."""
+    kind = failure_kind("compile_error", error)
+    known = kinds.get(kind)
+    kinds[kind] = (
+        FailureKind("compile_error", 1, error, dict(params))
+        if known is None
+        else replace(known, count=known.count + 1)
     )

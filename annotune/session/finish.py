@@ -10,6 +10,7 @@ from pathlib import Path
 
 from annotune import __version__
 from annotune.annotate import Problem
+from annotune.annotate.problem import kernel_only_params
 from annotune.core.diagnostics import AnnotuneError
 from annotune.core.records import Number, objective_value
 from annotune.emit import render_header, tuned_header_path, write_if_changed
@@ -105,7 +106,8 @@ def finish(
         drift=drift,
         transient=p.transient,
         timing="+".join(sorted(tally.timing)),
-        notes=_notes(m, verdict, drift, interrupted, ending.devices_lost),
+        notes=_notes(m, verdict, drift, interrupted, ending.devices_lost)
+        + _kernel_only(problem, best.params if best is not None else None),
         run_dir=m.measurer.run_dir,
         wall_breakdown=m.stopwatch.breakdown("GPU" if gpu_code else "host"),
         devices=p.devices,
@@ -210,6 +212,25 @@ def _write_header(
         p.warnings += (f"the tuned header was not written: {error.message}",)
         return None
     return header
+
+
+def _kernel_only(problem: Problem, winner: Mapping[str, Number] | None) -> tuple[str, ...]:
+    """What the header cannot do for a knob only the kernel's declaration names: no code of the
+    program reads its `#define`; the host code that launches the kernel must use the value."""
+    only = sorted(kernel_only_params(problem))
+    if not only:
+        return ()
+    kernels = [k for k in problem.kernels if set(only) & k.names()]
+    instances = ""
+    if winner is not None:
+        named = [k.instance(winner) for k in kernels if k.template]
+        instances = f" (the winner's instance: {', '.join(named)})" if named else ""
+    return (
+        f"{', '.join(only)} {'reaches' if len(only) == 1 else 'reach'} the code only through "
+        "the declared kernel: the header's "
+        f"#define is read by no code of the program, whose host code must launch the kernel "
+        f"with the tuned values{instances}",
+    )
 
 
 def _notes(

@@ -17,7 +17,7 @@ from annotune.core.records import BuildResult, Measurement, Number
 from annotune.run import energy
 from annotune.run.backends import select_backend
 from annotune.run.conditions import open_monitor
-from annotune.run.kernel import KernelReference, KernelRunner
+from annotune.run.kernel import KernelReference, KernelRunner, fill_notes
 from annotune.run.program import ProgramRunner, RunSpec
 from annotune.run.sampling import Sampling
 from annotune.session.options import MeasureSettings, kernel_mode
@@ -53,6 +53,7 @@ def open_measurer(problem: Problem, settings: MeasureSettings, resources: ExitSt
         measurer = _ProgramMeasurer(runner, once, check=settings.check, warnings=warnings)
         return measurer, settings.compiler, None
     spec = chosen_kernel(problem, settings.mode, settings.kernel)
+    warnings = warnings + fill_notes(spec)  # the __constant__ variables the host would set
     backend = resources.enter_context(select_backend(settings.backend))
 
     def runner(sampling: Sampling) -> KernelRunner:

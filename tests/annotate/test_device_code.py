@@ -249,6 +249,179 @@ CASES = {
         ['extern "C" __global__ void k(int *a) { a[0] = 1; }'],
         ["label", "Clock", "Timer", "time_point", "Samples", "report", '"k"'],
     ),
+    # libclang reads a function whose parameter's type it lacks as a variable `fill` that
+    # `(...)` initialises: the whole definition goes, its body too, and no further.
+    "host_function_with_std_parameter": (
+        "#include <vector>\n"
+        "static void fill(std::vector<float> &values, int n) noexcept\n"
+        "{\n"
+        "  for (int i = 0; i < n; ++i) { values.push_back(0.5f * i); }\n"
+        "}\n"
+        "__global__ void k(float *a) { a[0] = 2.0f; }\n"
+        "auto count(const std::vector<float> &values) -> int { return values.size(); }\n"
+        "__device__ float twice(float x) { return 2.0f * x; }\n"
+        "const int N = 4;\n",
+        [
+            "__global__ void k(float *a) { a[0] = 2.0f; }",
+            "__device__ float twice(float x) { return 2.0f * x; }",
+            "const int N = 4;",
+        ],
+        ["fill", "push_back", "{\n", "count", "size"],
+    ),
+    # ... and a function template's as a variable template.
+    "host_template_with_std_parameter": (
+        "#include <vector>\n"
+        "template <typename T> constexpr T kHalf = T(1) / T(2);\n"
+        "template <typename T>\n"
+        "void release(std::vector<T *> &owned) {\n"
+        "  for (T *p : owned) { delete p; }\n"
+        "}\n"
+        "__global__ void k(float *a) { a[0] = kHalf<float>; }\n",
+        [
+            "template <typename T> constexpr T kHalf = T(1) / T(2);",
+            "__global__ void k(float *a) { a[0] = kHalf<float>; }",
+        ],
+        ["release", "delete"],
+    ),
+    # No cursor for an explicit instantiation: the one of a blanked template goes with it.
+    "explicit_instantiation_of_host_template": (
+        "#include <cstdio>\n"
+        "template <typename T> T total(const T *v, int n) {\n"
+        "  T s = 0;\n"
+        "  for (int i = 0; i < n; ++i) s += v[i];\n"
+        "  return s;\n"
+        "}\n"
+        "template float total<float>(const float *v, int n);\n"
+        "extern template double total(const double *, int);\n"
+        "template <typename T> __global__ void k(T *a) { a[0] = T(1); }\n"
+        "template __global__ void k<float>(float *a);\n",
+        [
+            "template <typename T> __global__ void k(T *a) { a[0] = T(1); }",
+            "template __global__ void k<float>(float *a);",
+        ],
+        ["total", "extern"],
+    ),
+    # `using namespace std;` stays (the prelude has a namespace std); what names the library's
+    # host types through it goes.
+    "host_names_after_using_namespace_std": (
+        "#include <string>\n"
+        "#include <map>\n"
+        "#include <chrono>\n"
+        "using namespace std;\n"
+        "struct Setting {\n"
+        "  string key;\n"
+        "  int value;\n"
+        "};\n"
+        "typedef map<string, Setting> Settings;\n"
+        "using Clock = chrono::steady_clock;\n"
+        "__global__ void k(int *a) { a[0] = 1; }\n",
+        ["using namespace std;", "__global__ void k(int *a) { a[0] = 1; }"],
+        ["Setting", "Clock", "string"],
+    ),
+    # A class the kernel uses stays when only host members name the library; one whose
+    # member type or field does goes whole (its layout would differ without the field).
+    "class_with_host_members_naming_std": (
+        "#include <iostream>\n"
+        "#include <map>\n"
+        "#include <string>\n"
+        "struct Point {\n"
+        "  float x;\n"
+        "  __host__ __device__ float get() const { return x; }\n"
+        '  std::string name() const { return "p"; }\n'
+        "  friend std::ostream &operator<<(std::ostream &o, const Point &p) { return o << p.x; }\n"
+        "  static std::string label;\n"
+        "  void rename(const std::string &to);\n"
+        "};\n"
+        "struct Registry {\n"
+        "  typedef std::map<int, Point> Table;\n"
+        "  Table table;\n"
+        "};\n"
+        "__global__ void k(Point *p) { p->x = p->get(); }\n",
+        ["struct Point {", "  float x;", "  __host__ __device__ float get() const { return x; }"],
+        ["name", "ostream", "label", "rename", "Registry", "table"],
+    ),
+    # NVRTC includes the runtime headers before the first line, so it takes branches on their
+    # guards (cuda-samples' helper_cuda.h): the parse must take them too, and blank them.
+    "branch_on_a_runtime_header_guard": (
+        "#include <cuda_runtime.h>\n"
+        "#ifdef __DRIVER_TYPES_H__\n"
+        "static const char *name_of(cudaError_t e) { return cudaGetErrorName(e); }\n"
+        "#endif\n"
+        "#if defined(__CUDA_RUNTIME_H__) && !defined(__CUDA_FP16_H__)\n"
+        "inline void check(cudaError_t e) { if (e != cudaSuccess) cudaDeviceReset(); }\n"
+        "#endif\n"
+        "#ifndef __VECTOR_TYPES_H__\n"
+        "struct float2 { float x, y; };\n"
+        "#endif\n"
+        "__global__ void k(float2 *x) { x[0].x = 1; }\n",
+        ["#ifdef __DRIVER_TYPES_H__", "__global__ void k(float2 *x) { x[0].x = 1; }"],
+        ["name_of", "check", "cudaDeviceReset"],
+    ),
+    # A class whose field's type only a system header has (cuda-samples' helper_timer.h), or
+    # a typedef of such a type, that no device code names, is host code: it goes whole, and
+    # so does what only such a declaration names.
+    "unused_class_with_a_system_types_field": (
+        "#include <sys/time.h>\n"
+        "#include <pthread.h>\n"
+        "class Clock {\n"
+        "  struct timeval start;\n"
+        " public:\n"
+        "  void go() { gettimeofday(&start, 0); }\n"
+        "  double ms() const;\n"
+        "};\n"
+        "double Clock::ms() const { return start.tv_sec * 1e3; }\n"
+        "struct Stats { Clock clock; pthread_barrier_t *barrier; };\n"
+        "typedef pthread_t Thread;\n"
+        "typedef pid_t Process;\n"
+        "int spawn(Process *p, Thread *t);\n"
+        "struct Sample { float value; int count; };\n"
+        "__global__ void k(Sample *s) { s[0].value = 1.0f; }\n"
+        "void run() { Clock c; c.go(); }\n",
+        [
+            "struct Sample { float value; int count; };",
+            "__global__ void k(Sample *s) { s[0].value = 1.0f; }",
+        ],
+        ["Clock", "timeval", "pthread", "Stats", "Thread", "Process", "pid_t", "spawn"],
+    ),
+    # libclang drops a specialization naming a type its shim lacks (float2): no cursor, but
+    # its host template goes, so it must go too (NVRTC: "is_nan is not a template").
+    "explicit_specialization_of_a_host_template": (
+        "template <typename T> bool is_nan(T v) { return v != v; }\n"
+        "template <> bool is_nan<float2>(float2 v) { return v.x != v.x; }\n"
+        "template <>\n"
+        "inline bool is_nan<double2>(double2 v)\n"
+        "{\n"
+        "  return v.x != v.x;\n"
+        "}\n"
+        "__global__ void k(float *x) { x[0] = 1; }\n",
+        ["__global__ void k(float *x) { x[0] = 1; }"],
+        ["is_nan", "return", "template"],
+    ),
+    # `X::` of a typedef the slice blanked (of a std:: type): what names it is host code too.
+    "scope_of_a_blanked_typedef": (
+        "#include <string>\n"
+        "typedef std::string arg_string;\n"
+        "class Arg {\n"
+        " public:\n"
+        "  using size_type = arg_string::size_type;\n"
+        "  size_type pos;\n"
+        "};\n"
+        "typedef arg_string::size_type position;\n"
+        "__global__ void k(float *x) { x[0] = 1; }\n",
+        ["__global__ void k(float *x) { x[0] = 1; }"],
+        ["arg_string", "Arg", "size_type", "position"],
+    ),
+    # libclang says only "expected class name" of a base in std: its `std::` says whose it is.
+    "class_deriving_from_std": (
+        "#include <exception>\n"
+        "struct Failure : public std::exception {\n"
+        "  int code;\n"
+        "  Failure(int c) : code(c) {}\n"
+        "};\n"
+        "__global__ void k(int *a) { a[0] = 1; }\n",
+        ["__global__ void k(int *a) { a[0] = 1; }"],
+        ["Failure", "exception", "code"],
+    ),
 }
 
 
@@ -270,6 +443,79 @@ def test_construct_sliced_compiles_and_unsliced_does_not(tmp_path, name):
     ok, log, _ = nvrtc_compile(sliced, source)
     assert ok, log
     assert not nvrtc_compile(source.read_bytes(), source)[0]
+
+
+def test_kernel_libclang_reads_as_a_variable_stays_for_nvrtc_to_report(tmp_path):
+    """A kernel whose parameter's type libclang lacks reads as a variable, like a host
+    function: it stays whole (NVRTC says why it cannot compile it), the host function goes."""
+    source = tmp_path / "k.cu"
+    source.write_text(
+        "#include <vector>\n"
+        "__global__ void k(std::vector<int> v) { }\n"
+        "void host(std::vector<int> &v) { v.clear(); }\n"
+    )
+    sliced = device_code(parse_source(source)).slice(str(source), source.read_bytes())
+    lines = sliced.decode().split("\n")
+    assert lines[1] == "__global__ void k(std::vector<int> v) { }"
+    assert lines[2].strip() == ""
+    ok, log, _ = nvrtc_compile(sliced, source)
+    assert not ok and f"{source}(2): error" in log and "vector" in log
+
+
+def test_a_class_kernels_use_with_a_system_types_field_stays_for_nvrtc_to_report(tmp_path):
+    """The kernels' layout needs every field: such a class stays whole, and NVRTC says what
+    it lacks (the variant goes to nvcc); the unused one beside it goes."""
+    source = tmp_path / "k.cu"
+    source.write_text(
+        "#include <sys/time.h>\n"
+        "struct Stamped { struct timeval when; float x; };\n"
+        "class Timer { struct timeval start; };\n"
+        "__global__ void k(Stamped *s) { s->x = 1; }\n"
+    )
+    sliced = device_code(parse_source(source)).slice(str(source), source.read_bytes())
+    lines = sliced.decode().split("\n")
+    assert lines[1] == "struct Stamped { struct timeval when; float x; };"
+    assert lines[2].strip() == ""
+    ok, log, _ = nvrtc_compile(sliced, source)
+    assert not ok and f"{source}(2): error" in log and "timeval" in log
+    assert f"{source}(3)" not in log
+
+
+def test_a_system_typedef_named_only_in_a_skipped_branch_goes(tmp_path):
+    """cuda-samples' helper_multiprocess.h: the other platform's typedef of the same name, in
+    a branch the compiler skips, names nothing NVRTC sees."""
+    source = tmp_path / "k.cu"
+    source.write_text(
+        "#include <unistd.h>\n"
+        "#if defined(_WIN32)\n"
+        "typedef PROCESS_INFORMATION Process;\n"
+        "#else\n"
+        "typedef pid_t Process;\n"
+        "#endif\n"
+        "int spawnProcess(Process *process, const char *app);\n"
+        "__global__ void k(float *x) { x[0] = 1; }\n"
+    )
+    sliced = device_code(parse_source(source)).slice(str(source), source.read_bytes())
+    lines = sliced.decode().split("\n")
+    assert lines[2] == "typedef PROCESS_INFORMATION Process;"
+    assert lines[4].strip() == "" and lines[6].strip() == ""
+    ok, log, _ = nvrtc_compile(sliced, source)
+    assert ok, log
+
+
+def test_a_class_naming_std_after_libclangs_twentieth_error_is_blanked(tmp_path):
+    """Missing system headers spend clang's default limit of 20 errors first; the error that
+    shows `std::vector` to be a host type comes later, and must still be seen."""
+    source = tmp_path / "k.cu"
+    source.write_text(
+        "".join(f"#include <missing_{i}.h>\n" for i in range(24))
+        + "struct Trace {\n  std::vector<float> samples;\n};\n"
+        + "__global__ void k(int *a) { a[0] = 1; }\n"
+    )
+    sliced = device_code(parse_source(source)).slice(str(source), source.read_bytes())
+    assert b"samples" not in sliced
+    ok, log, _ = nvrtc_compile(sliced, source)
+    assert ok, log
 
 
 def test_nvrtc_reports_the_users_line_numbers(tmp_path):
@@ -300,6 +546,56 @@ def test_prelude_gives_fixed_width_types_and_namespace_std(tmp_path):
     assert ok, log
     ok, log, _ = nvrtc_compile(text, source, prelude=False)
     assert not ok and "int64_t" in log
+
+
+@pytest.mark.parametrize(
+    ("prelude", "header"),
+    [(GLIBC_PRELUDE, "cuda_runtime.h"), (NVRTC_PRELUDE, "cuda/std/cstdint")],
+    ids=["glibc", "libcuxx"],
+)
+def test_prelude_gives_glibcs_uint_ushort_ulong(tmp_path, prelude, header):
+    """<sys/types.h>'s names, which g++ reaches through <cstdlib> and device code uses; no
+    toolkit header declares them again. A kernel taking them has nvcc's symbol."""
+    text = (
+        f"#include <{header}>\n__global__ void k(uint *a, ushort b, ulong c) {{ a[0] = b + c; }}\n"
+    ).encode()
+    ok, log, lowered = nvrtc_compile(text, tmp_path / "k.cu", names=("k",), text=prelude)
+    assert ok, log
+    assert lowered == {"k": "_Z1kPjtm"}  # unsigned int *, unsigned short, unsigned long
+
+
+@pytest.mark.parametrize(
+    ("prelude", "header", "wide"),
+    [
+        (GLIBC_PRELUDE, "cuda_runtime.h", "long"),
+        (NVRTC_PRELUDE, "cuda/std/cstdint", "long long"),
+        (NVRTC_PRELUDE, "cuda/std/climits", "long long"),
+        (NVRTC_PRELUDE, "cooperative_groups.h", "long long"),
+    ],
+    ids=["glibc", "libcuxx-cstdint", "libcuxx-climits", "cooperative-groups"],
+)
+def test_prelude_gives_climits_and_cstdint_macros(tmp_path, prelude, header, wide):
+    """<climits>'s and <cstdint>'s macros, whose includes the slice blanks: with the values
+    and 64-bit types of the prelude's own types, and never redefined otherwise by libcu++
+    (which defines them too under NVRTC, after the prelude)."""
+    text = (
+        f"#include <{header}>\n"
+        "template <class A, class B> struct same { static const bool value = false; };\n"
+        "template <class A> struct same<A, A> { static const bool value = true; };\n"
+        "__global__ void k(int *a, uint64_t *b) {\n"
+        "  a[0] = INT_MAX + INT_MIN + UINT16_MAX + CHAR_BIT + SCHAR_MIN + CHAR_MIN;\n"
+        "  b[0] = UINT64_C(1) << 40 | UINT32_MAX | SIZE_MAX;\n"
+        "}\n"
+        'static_assert(INT_MAX == 2147483647 && INT32_MIN == -2147483647 - 1, "");\n'
+        'static_assert(UINT32_MAX == 4294967295u && UINT64_MAX == ~0ull, "");\n'
+        'static_assert(INT64_MIN < 0 && LLONG_MAX == 9223372036854775807ll, "");\n'
+        f'static_assert(same<decltype(INT64_MAX), {wide}>::value, "");\n'
+        'static_assert(same<decltype(INT32_MAX), int>::value, "");\n'
+        f'static_assert(same<decltype(UINT64_C(1)), unsigned {wide}>::value, "");\n'
+    ).encode()
+    ok, log, _ = nvrtc_compile(text, tmp_path / "k.cu", text=prelude)
+    assert ok, log
+    assert "redefinition" not in log
 
 
 def test_listed_device_headers_compile_under_nvrtc(tmp_path):

@@ -92,3 +92,17 @@ def test_a_fill_a_configuration_cannot_make_fails_that_launch_only(tmp_path, arg
         spec.launch({"TILE": 32})
     if "TILE" in args:
         spec.launch({"TILE": 8})  # range(8, 16) is not empty
+
+
+def test_a_macro_only_a_fill_bound_names_is_evaluated_at_launch(tmp_path):
+    """`M` appears in no launch expression, only in a fill's bound: the launch still needs it
+    (on 2ff752e, a KeyError at launch)."""
+    source = tmp_path / "k.cu"
+    source.write_text(
+        "#define N 64\n#define M 7\n"
+        "__global__ void k(const int *idx, float *out) {}\n"
+        "#pragma annotune kernel k grid(1) block(B) args(in(N, range(0, M)), out(N))\n"
+    )
+    (spec,) = kernel_specs(parse_source(source), ("B",))
+    launch = spec.launch({"B": 32})
+    assert launch.args[0].fill == ("range", (0, 7))

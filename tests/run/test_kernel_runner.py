@@ -39,7 +39,12 @@ from annotune.run.backends import (
 )
 from annotune.run.backends.cuda_python_backend import CudaPythonBackend
 from annotune.run.backends.pycuda_backend import PycudaBackend
-from annotune.run.kernel import KernelReference, KernelRunner, compare_outputs
+from annotune.run.kernel import (
+    INTEGER_INPUT_LIMIT,
+    KernelReference,
+    KernelRunner,
+    compare_outputs,
+)
 from annotune.run.sampling import Sampling
 
 FIXTURE = Path(__file__).parent.parent / "data" / "kernel" / "jacobi.cu"
@@ -97,6 +102,7 @@ KERNELS = {
     "_Z1kPKiPhPx": lambda behaviour, args: None,
     "_Z4bumpPh": _bump,
     "_Z8scribblePiPh": _scribble,
+    "_Z6lookupPf": lambda behaviour, args: None,
 }
 
 
@@ -127,6 +133,9 @@ class FakeBackend(KernelBackend):
         self.fills: list[int] = []
         self.batches: list[int] = []
         self.copies = 0
+        self.globals: dict[str, int] = {}  # the cubin's __constant__ variables: their bytes
+        self.constant_memory: dict[str, np.ndarray] = {}  # of the module loaded last
+        self.events: list[str] = []  # "global NAME" when one is found, "launch" at each launch
 
     def device_name(self) -> str:
         return "Fake GPU"
@@ -156,6 +165,16 @@ class FakeBackend(KernelBackend):
 
     def unload(self, kernel: object) -> None:
         self.loaded.discard(id(kernel))
+
+    def find_global(self, kernel: object, symbol: str) -> tuple[object, int]:
+        assert id(kernel) in self.loaded
+        if symbol not in self.globals:
+            raise BackendError(f"cuModuleGetGlobal({symbol}) failed: CUDA_ERROR_NOT_FOUND")
+        memory = np.zeros(self.globals[symbol], np.uint8)  # each load: the cubin's zeros
+        self.buffers.add(id(memory))
+        self.constant_memory[symbol] = memory
+        self.events.append(f"global {symbol}")
+        return memory, memory.nbytes
 
     def allocate(self, nbytes: int) -> object:
         assert nbytes > 0
@@ -188,6 +207,7 @@ class FakeBackend(KernelBackend):
             raise BackendError("cuLaunchKernel failed: CUDA_ERROR_INVALID_VALUE: invalid argument")
         assert all(id(a) in self.buffers for a in args if isinstance(a, np.ndarray))
         self.launches += 1
+        self.events.append("launch")
         if behaviour == "fault":
             self.poisoned = True
         elif behaviour == "hang":
@@ -598,6 +618,47 @@ def test_compare_outputs():
     assert "has 1 elements" in compare_outputs(short, reference, rtol=1e-5, atol=1e-8)
 
 
+LOOKUP = """\
+#define N 8
+#pragma annotune kernel lookup grid(1) block(B) args(out(N)) constants(table = range(0, N))
+__constant__ float table[N];
+__constant__ int offsets[4];
+__constant__ float ready[2] = {1, 2};
+__global__ void lookup(float *out) { out[threadIdx.x] = table[offsets[threadIdx.x % 4]]; }
+"""
+
+
+def lookup_spec(tmp_path: Path) -> KernelSpec:
+    (tmp_path / "lookup.cu").write_text(LOOKUP)
+    (spec,) = kernel_specs(parse_source(tmp_path / "lookup.cu"), ("B",))
+    return spec
+
+
+def test_constants_are_filled_in_each_loaded_module_before_its_first_launch(tmp_path):
+    spec = lookup_spec(tmp_path)
+    backend = FakeBackend()
+    backend.globals = {"table": 4 * 12, "offsets": 4 * 4}  # this cubin's table: 12 floats
+    runner = KernelRunner(spec, backend, warmup=0, sampling=fixed(2))
+    constants = spec.launch({"B": 32}).constants
+    assert [c.name for c in constants] == ["offsets", "table"]  # `ready` is initialised
+    for _ in range(2):  # each configuration's module starts from the cubin's zeros
+        backend.events.clear()
+        assert runner.measure(build(tmp_path, {"B": 32}))[0].status == "ok"
+        assert backend.events[:3] == ["global offsets", "global table", "launch"]
+        table = backend.constant_memory["table"].view(np.float32)
+        assert table.size == 12 and set(table.tolist()) <= set(range(8))  # range(0, N)
+        np.testing.assert_array_equal(table, runner.constant_array(1, constants[1], 12))
+        offsets = backend.constant_memory["offsets"].view(np.int32)
+        assert offsets.min() >= 0 and offsets.max() < INTEGER_INPUT_LIMIT  # the default rule
+    assert runner.to_json()["constants"] == {
+        "offsets": "default",
+        "table": {"rule": "range", "bounds": ["0", "N"]},
+    }
+    backend.globals = {"offsets": 16}  # a cubin without it: that configuration cannot run
+    missing = runner.measure(build(tmp_path, {"B": 64}))[0]
+    assert missing.status == "runtime_error" and "cuModuleGetGlobal(table)" in missing.error
+
+
 def test_settings(specs):
     runner = KernelRunner(specs["jacobi_step"], FakeBackend(), sampling=fixed(7), seed=3)
     assert runner.to_json() == {
@@ -747,6 +808,11 @@ class FakeCudaDriver:
     def cuModuleUnload(self, module):
         return self._status()
 
+    def cuModuleGetGlobal(self, module, name):
+        if name != b"coef":  # the one __constant__ variable of these "cubins": float coef[16]
+            return (self.CUresult.CUDA_ERROR_NOT_FOUND, None, None)
+        return (0, self.memory.allocate(64), 64)
+
     def cuMemAlloc(self, nbytes):
         return self._status(self.memory.allocate(nbytes))
 
@@ -853,6 +919,11 @@ class FakePycuda(types.SimpleNamespace):
                 if symbol not in SIGNATURES:
                     raise error("cuModuleGetFunction failed: named symbol not found")
                 return Function(self.behaviour, symbol)
+
+            def get_global(self, name: str) -> tuple[int, int]:
+                if name != "coef":  # as the cuda-python stand-in: float coef[16]
+                    raise error("cuModuleGetGlobal failed: named symbol not found")
+                return memory.allocate(64), 64
 
         class Event:
             clock = [0.0]
@@ -975,6 +1046,17 @@ def test_more_than_48k_of_shared_memory_is_opted_into(tmp_path):
     assert driver.shared_opt_in == [65536]  # once, when the launch is prepared
 
 
+@pytest.mark.parametrize("backend", fake_backends(), ids=lambda b: b.name)
+def test_the_backends_write_a_modules_constant_memory(backend):
+    kernel = backend.load(b"ok", "_Z11jacobi_stepPKfPfii")
+    address, nbytes = backend.find_global(kernel, "coef")
+    assert nbytes == 64
+    backend.upload(address, np.arange(16, dtype=np.float32))
+    assert device_array(int(address), ctypes.c_float, 16).tolist() == list(range(16))
+    with pytest.raises(BackendError, match="missing"):
+        backend.find_global(kernel, "missing")
+
+
 # --- choosing a backend --------------------------------------------------------------------------
 
 NO_BACKEND_PACKAGE = importlib.util.find_spec("pycuda") is None and (
@@ -1060,6 +1142,30 @@ def test_real_kernels_on_the_gpu(name, specs, tmp_path):
         assert typed.measure(nvcc_cubin(tmp_path, backend, DEFAULT))[0].status == "ok"
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", BACKENDS)
+def test_constants_are_filled_on_the_gpu(name, tmp_path):
+    source = tmp_path / "lookup.cu"
+    rules = "constants(table = iota, offsets = range(0, N))"
+    source.write_text(LOOKUP.replace("constants(table = range(0, N))", rules))
+    (spec,) = kernel_specs(parse_source(source), ("B",))
+    with real_backend(name) as backend:
+        if shutil.which("nvcc") is None:
+            pytest.skip("nvcc is not installed")
+        cubin = tmp_path / "lookup.cubin"
+        argv = cubin_compiler(backend.compute_capability()).render(
+            source, cubin, ["-DB=8"], [str(tmp_path)]
+        )
+        subprocess.run(argv, check=True, capture_output=True)
+        runner = KernelRunner(spec, backend, warmup=0, sampling=fixed(1))
+        measured, out = runner.measure(BuildResult({"B": 8}, Path(argv[-1])))
+        assert measured.status == "ok", measured.error
+        offsets_rule, table_rule = spec.launch({"B": 8}).constants
+        offsets = runner.constant_array(0, offsets_rule, 4)
+        table = runner.constant_array(1, table_rule, 8)
+        np.testing.assert_array_equal(out.outputs["out"], table[offsets[np.arange(8) % 4]])
+
+
 # --- kernel mode inside the tuning loop -------------------------------------------------------
 
 
@@ -1106,3 +1212,17 @@ def test_tune_in_kernel_mode_uses_the_defaults_outputs_as_reference(tmp_path, mo
     second = tune(problem, options)
     assert second.reused == 4
     assert backend.launches > launches  # the default ran once more, for its outputs only
+
+
+def test_a_template_kernel_is_loaded_by_the_symbol_its_build_names(specs, tmp_path):
+    """A template kernel's symbol depends on the configuration: the builder names it in
+    `BuildResult.symbols`, and the runner loads that one, not the spec's `mangled_name`."""
+    from dataclasses import replace
+
+    template = replace(specs["jacobi_step"], mangled_name="")
+    backend = FakeBackend()
+    runner = KernelRunner(template, backend, warmup=0, sampling=fixed(1))
+    named = replace(build(tmp_path, DEFAULT), symbols={"jacobi_step": "_Z11jacobi_stepPKfPfii"})
+    assert runner.measure(named)[0].status == "ok"
+    unnamed = build(tmp_path, {**DEFAULT})
+    assert runner.measure(unnamed)[0].status == "runtime_error"

@@ -164,6 +164,9 @@ def test_kernel_mode_compiles_with_nvrtc_and_counts_what_nvcc_compiled_instead(t
     report = compile_configurations(problem, TuneOptions(budget=None, jobs=2))
     assert (report.compiled, report.failed, report.transient, report.cached) == (3, 0, 0, 0)
     assert report.fallbacks == 1 and report.to_json()["fallbacks"] == 1  # BLOCK 512: nvcc
+    (why,) = report.fallback_reasons  # each fallback says why, with an example
+    assert "not for NVRTC" in why.error and why.params == {"BLOCK": 512} and why.count == 1
+    assert report.to_json()["fallback_reasons"][0]["params"] == {"BLOCK": 512}
     assert report.command.startswith("NVRTC ") and "--gpu-architecture=sm_75" in report.command
     assert report.arch == "sm_75" and report.warnings == ()
     (kernel,) = report.kernels

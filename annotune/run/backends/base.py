@@ -81,6 +81,13 @@ class KernelBackend(ABC):
     def unload(self, kernel: object) -> None:
         """Release a loaded kernel's module."""
 
+    def find_global(self, kernel: object, symbol: str) -> tuple[object, int]:
+        """The device address of the global variable `symbol` (its name in the cubin) of a
+        loaded kernel's module, and its size in bytes: `upload` there does what the host's
+        `cudaMemcpyToSymbol` does, until the module is unloaded. A backend that cannot reach
+        a module's globals says so (BackendError)."""
+        raise BackendError(f"the {self.name} backend cannot reach __constant__ memory")
+
     @abstractmethod
     def allocate(self, nbytes: int) -> object:
         """Device memory of `nbytes` (> 0) bytes."""

@@ -163,6 +163,14 @@ class CudaPythonBackend(KernelBackend):
         assert isinstance(kernel, _Kernel)
         self._check(self._driver.cuModuleUnload(kernel.module), "cuModuleUnload")
 
+    def find_global(self, kernel: object, symbol: str) -> tuple[object, int]:
+        assert isinstance(kernel, _Kernel)
+        address, nbytes = self._check(
+            self._driver.cuModuleGetGlobal(kernel.module, symbol.encode()),
+            f"cuModuleGetGlobal({symbol})",
+        )
+        return address, int(nbytes)
+
     def allocate(self, nbytes: int) -> object:
         return self._check(self._driver.cuMemAlloc(nbytes), f"cuMemAlloc({nbytes})")
 

@@ -105,6 +105,15 @@ class PycudaBackend(KernelBackend):
     def unload(self, kernel: object) -> None:
         """Nothing to do: pycuda unloads a module once no kernel refers to it."""
 
+    def find_global(self, kernel: object, symbol: str) -> tuple[object, int]:
+        assert isinstance(kernel, _Kernel)
+        address, nbytes = self._call(
+            f"finding __constant__ {symbol}",
+            kernel.module.get_global,  # type: ignore[attr-defined]
+            symbol,
+        )
+        return address, int(nbytes)
+
     def allocate(self, nbytes: int) -> object:
         return self._call(f"allocating {nbytes} bytes", self._cuda.mem_alloc, nbytes)
 
