@@ -125,3 +125,29 @@ def test_each_instance_runs_on_the_gpu_and_sums_its_blocks(problem, tmp_path):
             data = runner.input_array(0, spec.launch(build.params).args[0])
             sums = data.reshape(-1, build.params["BLOCK"]).sum(axis=1)
             np.testing.assert_allclose(out.outputs["out"], sums, rtol=1e-4)
+
+
+@pytest.mark.skipif(bool(nvrtc_unavailable()), reason=nvrtc_unavailable() or "-")
+def test_a_const_knob_reaches_the_kernel_through_nvrtc(tmp_path):
+    """The other way a third-party kernel reads a tunable: a namespace-scope `const`, declared
+    as a knob in the config, rewritten in each variant's copy and kept by the slice."""
+    (tmp_path / "k.cu").write_text(
+        "const int BS = 128;\n"
+        "__global__ void sum(const float *in, float *out) {\n"
+        "  __shared__ float part[BS];\n"
+        "  part[threadIdx.x] = in[blockIdx.x * BS + threadIdx.x];\n"
+        "  __syncthreads();\n"
+        "  if (threadIdx.x == 0) out[blockIdx.x] = part[BS - 1];\n"
+        "}\n"
+    )
+    (tmp_path / "annotune.toml").write_text(
+        '[[file]]\npath = "k.cu"\n[file.params]\nBS = "values(64, 128, 256)"\n'
+        '[[file.kernel]]\nname = "sum"\ngrid = "4096 / BS"\nblock = "BS"\n'
+        'args = ["in(4096)", "out(4096 / BS)"]\n'
+    )
+    problem = read_problem(tmp_path / "k.cu")
+    with Builder(problem, cache_dir=tmp_path / "cache", jobs=2, nvrtc_arch=SM90) as builder:
+        built = builder.build([{"BS": 64}, {"BS": 256}])
+    assert [b.fallback for b in built] == ["", ""]
+    shared = [b.resources["_Z3sumPKfPf"].shared_bytes for b in built]
+    assert shared == [64 * 4, 256 * 4]
