@@ -721,7 +721,8 @@ def _instantiating(variant: VariantSource, instances: dict[str, str]) -> Variant
     code, which makes nvcc instantiate it: kernel mode launches it, the program may not."""
     lines = [b"\n/* annotune: the template instances kernel mode launches */\n"]
     lines += [
-        f"static void *const annotune_instance_{index} = (void *)&{instance};\n".encode()
+        f"static void *const annotune_instance_{index} __attribute__((unused)) = "
+        f"(void *)&{instance};\n".encode()
         for index, instance in enumerate(instances.values())
     ]
     files = {**variant.files, variant.main: variant.files[variant.main] + b"".join(lines)}
