@@ -34,6 +34,7 @@ import importlib.metadata
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -140,14 +141,23 @@ def toolkit_include_dirs() -> list[str]:
     return list(dict.fromkeys(d for d in found if d))
 
 
+HOST_SYSTEM = ("-D__linux__=1", "-D__linux=1", "-D__gnu_linux__=1", "-D__unix__=1", "-D__unix=1")
+"""The host system's macros, which nvcc's device pass has (they are its host compiler's) and
+NVRTC, compiling for no host, has not: a `#ifdef __linux__` in device-visible code takes the
+branch nvcc (and libclang's parse) takes. Linux only; the host architecture's (`__x86_64__`)
+are left out, as libcu++ under NVRTC may read them as its own."""
+
+
 def nvrtc_options(
     arch: tuple[int, int], defines: Sequence[str], includes: Sequence[str], prelude: str
 ) -> list[str]:
     """The options of one variant's compile; `includes` are `-I` flags, in search order."""
+    host = HOST_SYSTEM if sys.platform.startswith("linux") else ()
     return [
         f"--gpu-architecture={sm(arch)}",
         MINIMAL,
         "-std=c++17",
+        *host,
         *defines,
         *includes,
         f"--pre-include={prelude}",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import re
 import shutil
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -307,3 +308,15 @@ def test_cfloat_and_cmath_constants_compile_with_nvrtc(tmp_path):
     ) as fresh:
         (build,) = fresh.build([FAST[0]])
     assert build.ok and build.fallback == "", build.fallback or build.error
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the host macros are Linux's")
+def test_nvrtc_sees_the_host_systems_macros_as_nvccs_device_pass_does(tmp_path):
+    """nvcc's device pass defines `__linux__` (its host compiler's); NVRTC alone does not, and
+    a program's `#if defined(__linux__) ... #else #error` stopped every variant there
+    (cuda-samples' simpleIPC)."""
+    text = b"#ifndef __linux__\n#error no linux\n#endif\n__global__ void k(int *a) { a[0] = 1; }\n"
+    options = tuple(nvrtc_options(SM90, [], [], str(tmp_path / "p.h")))
+    (tmp_path / "p.h").write_text("")
+    outcome = compile_request(NvrtcRequest("k.cu", text, options, str(tmp_path / "k"), 60.0))
+    assert outcome.ok, outcome.log
