@@ -456,8 +456,9 @@ def kernel_specs(
     read += [_config_declaration(kernel) for kernel in declared]
     specs: dict[str, KernelSpec] = {}
     for declaration in read:
-        spec = _checked(declaration, names, macros, kernels, parsed, reparse)
-        spec = _with_constants(spec, declaration, variables, names, macros)
+        spec = _checked(declaration, names, kernels, parsed, reparse)
+        spec = _with_constants(spec, declaration, variables, names)
+        spec = replace(spec, macros=_macros_needed(set(spec.names()), macros))
         first = specs.get(spec.name)
         if first is not None:
             where = first.location
@@ -549,10 +550,6 @@ def _pragma_declaration(source: SourceFile, directive: Directive) -> _Declaratio
     keyword = directive.words[1]
     raw = source.slice(keyword.end, directive.end)
     text = _Text(raw.replace("\\\r\n", " \r\n").replace("\\\n", " \n"), source, keyword.end)
-    if not text.text.strip():
-        raise AnnotuneError(
-            "'#pragma annotune kernel' needs the kernel's name", source.location(keyword.end)
-        )
     name, where, template, end = _kernel_name(text, "'#pragma annotune kernel'")
     return _Declaration(name, where, _clauses(text, end), template=template)
 
@@ -586,13 +583,13 @@ def _config_declaration(kernel: DeclaredKernel) -> _Declaration:
 def _checked(
     declaration: _Declaration,
     names: _Names,
-    macros: Mapping[str, Expression],
     kernels: Mapping[str, list[ci.Cursor]],
     parsed: ParsedSource,
     reparse: _Reparse,
 ) -> KernelSpec:
     """A declaration checked against the kernel's definition: its clauses' expressions, and an
-    argument of the right kind for each of the kernel's parameters."""
+    argument of the right kind for each of the kernel's parameters (the macros they use are
+    the caller's to add, once the constants' fills are known too)."""
     name, where, clauses = declaration.name, declaration.where, declaration.clauses
     for required in ("grid", "block"):
         if required not in clauses:
@@ -627,7 +624,7 @@ def _checked(
         _argument(text, item, offset, param, ptype, names, diagnostics, _declared_at(param, shown))
         for (text, item, offset), param, ptype in zip(items, params, types, strict=True)
     )
-    spec = KernelSpec(
+    return KernelSpec(
         name=name,
         mangled_name="" if template else _device_mangled_name(cursor),
         grid=grid,
@@ -640,7 +637,6 @@ def _checked(
         scope=scope,
         tolerance=_tolerance(clauses["tolerance"]) if "tolerance" in clauses else None,
     )
-    return replace(spec, macros=_macros_needed(set(spec.names()), macros))
 
 
 def _tolerance(clause: _Clause) -> float:
@@ -1147,14 +1143,12 @@ def _with_constants(
     declaration: _Declaration,
     variables: _Variables,
     names: _Names,
-    macros: Mapping[str, Expression],
 ) -> KernelSpec:
     """The spec with the `__constant__` variables to fill, each with the rule its
-    `constants(...)` clause gives, and the macros their rules use."""
+    `constants(...)` clause gives."""
     rules = _constant_rules(declaration, variables, names)
     constants = tuple(replace(c, fill=rules.get(name)) for name, c in variables.constants.items())
-    spec = replace(spec, constants=constants)
-    return replace(spec, macros=_macros_needed(set(spec.names()), macros))
+    return replace(spec, constants=constants)
 
 
 def _constant_rules(
