@@ -41,6 +41,7 @@ from pathlib import Path
 
 import clang.cindex as ci
 
+from annotune.core import limits
 from annotune.core.diagnostics import AnnotuneError, Location
 from annotune.core.inputs import SOURCE, argument_path, check_input, read_input
 
@@ -358,13 +359,21 @@ def _bounded(parse: Callable[[], ParsedSource], where: Location) -> ParsedSource
     if kind == "bug":
         raise RuntimeError(f"the parser failed:\n{value}")
     if value in (signal.SIGXCPU, signal.SIGALRM):
+        seconds = _cpu_ceiling()
+        if seconds.inherited:
+            raise AnnotuneError(
+                f"libclang was stopped by the CPU-time limit annotune inherited ({seconds.granted}"
+                f" s, less than the {PARSE_SECONDS} s it allows a parse)",
+                where,
+                hint=_INHERITED_HINT,
+            )
         raise AnnotuneError(
             f"libclang took more than {PARSE_SECONDS} s of CPU time parsing this file, and was "
             "stopped",
             where,
             hint=_BOMB_HINT,
         )
-    raise AnnotuneError(_out_of_memory(), where, hint=_BOMB_HINT)
+    raise _out_of_memory(where)
 
 
 def _fork_unsafe() -> bool:
@@ -435,9 +444,8 @@ def _outcome(parse: Callable[[], ParsedSource]) -> bytes:
     running out of memory raises (the child then dies with nothing sent)."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C ends it at once
     signal.signal(signal.SIGALRM, signal.SIG_DFL)
-    held = os.sysconf("SC_PAGE_SIZE") * int(Path("/proc/self/statm").read_text().split()[0])
-    resource.setrlimit(resource.RLIMIT_AS, (held + PARSE_MEMORY, held + PARSE_MEMORY))
-    resource.setrlimit(resource.RLIMIT_CPU, (PARSE_SECONDS, PARSE_SECONDS + 5))
+    limits.set_limit(resource.RLIMIT_AS, _memory_ceiling().wanted)
+    limits.set_limit(resource.RLIMIT_CPU, PARSE_SECONDS, PARSE_SECONDS + 5)
     signal.alarm(2 * PARSE_SECONDS)
     quiet = os.open(os.devnull, os.O_WRONLY)  # libclang's "LLVM ERROR: out of memory"
     os.dup2(quiet, 2)
@@ -458,12 +466,43 @@ _BOMB_HINT = (
 )
 
 
-def _out_of_memory() -> str:
-    """One message whether libclang gave up on its own or its process died: under the limit
-    it does either, by where the allocation that failed was."""
-    return (
+_INHERITED_HINT = (
+    "the limit is the machine's or the job's (ulimit -v, ulimit -t, a batch system's memory "
+    "request), not annotune's: raise it, or run annotune where more is allowed"
+)
+
+
+def _memory_ceiling() -> limits.Ceiling:
+    """The address space a parse may use: `PARSE_MEMORY` more than this process holds, or
+    less where the limit this process inherited is lower."""
+    wanted = limits.held_address_space() + PARSE_MEMORY
+    return limits.Ceiling(wanted, limits.clamp(resource.RLIMIT_AS, wanted))
+
+
+def _cpu_ceiling() -> limits.Ceiling:
+    return limits.Ceiling(PARSE_SECONDS, limits.clamp(resource.RLIMIT_CPU, PARSE_SECONDS))
+
+
+def _out_of_memory(where: Location) -> AnnotuneError:
+    """One error whether libclang gave up on its own or its process died: under the limit it
+    does either, by where the allocation that failed was. Where the limit in force is the one
+    annotune inherited, smaller than its own, the error says so: the file need not be at
+    fault."""
+    ceiling = _memory_ceiling()
+    if ceiling.inherited:
+        held = limits.held_address_space()
+        return AnnotuneError(
+            f"libclang ran out of memory parsing this file under the address-space limit "
+            f"annotune inherited ({limits.gib(ceiling.granted)} GiB, of which annotune holds "
+            f"{limits.gib(held)} GiB; a parse may take {limits.gib(PARSE_MEMORY)} GiB)",
+            where,
+            hint=_INHERITED_HINT,
+        )
+    return AnnotuneError(
         f"libclang ran out of memory or failed parsing this file (its limit: "
-        f"{PARSE_MEMORY / (1 << 30):g} GiB more than annotune holds)"
+        f"{PARSE_MEMORY / (1 << 30):g} GiB more than annotune holds)",
+        where,
+        hint=_BOMB_HINT,
     )
 
 
@@ -483,7 +522,7 @@ def _parse(
             os.fsencode(name), args=arguments, unsaved_files=unsaved, options=_PARSE_OPTIONS
         )
     except ci.TranslationUnitLoadError:  # libclang's own answer to running out of memory
-        raise AnnotuneError(_out_of_memory(), Location(str(path), 1, 1), hint=_BOMB_HINT) from None
+        raise _out_of_memory(Location(str(path), 1, 1)) from None
 
     display = {os.path.realpath(str(path)): str(path)}
     user_dirs = [os.path.realpath(d) for d in include_dirs]

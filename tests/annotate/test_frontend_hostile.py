@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import resource
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -140,3 +143,41 @@ def test_where_a_fork_is_unsafe_a_fresh_interpreter_parses(tmp_path, monkeypatch
     assert parsed.missing_local_includes[0][0].line == 1
     problem, _ = read_problem_and_source(source)
     assert problem.param("A").default == 3
+
+
+def _scan_under(address_space: int, source: Path) -> subprocess.CompletedProcess:
+    """`annotune scan source` in a process that inherits an address-space limit, as a login
+    node's or a batch job's `ulimit -v` gives it."""
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+
+    return subprocess.run(
+        [sys.executable, "-m", "annotune", "scan", str(source)],
+        capture_output=True,
+        text=True,
+        preexec_fn=limit,
+        check=False,
+        timeout=120,
+    )
+
+
+def test_a_source_parses_under_a_4_gib_address_space_limit(tmp_path):
+    """The parser's child once asked for more than the limit it inherited, failed, and blamed
+    the source."""
+    source = tmp_path / "k.c"
+    source.write_text("#ifndef B\n#define B 4 // @tune values(1, 2, 4)\n#endif\nint b = B;\n")
+    done = _scan_under(4 << 30, source)
+    assert done.returncode == 0, done.stderr
+    assert "1 tunable parameters" in done.stdout
+
+
+def test_running_out_under_an_inherited_limit_says_whose_limit_it_is(tmp_path):
+    levels = "".join(f"#define L{i} L{i - 1} L{i - 1}\n" for i in range(1, 41))
+    source = tmp_path / "k.c"
+    source.write_text("#define L0 x\n" + levels + "int f(void) { L40; }\n")
+    done = _scan_under(900 << 20, source)
+    assert done.returncode == 2, done.stderr
+    assert "under the address-space limit annotune inherited (0.879 GiB" in done.stderr
+    assert "ulimit -v" in done.stderr
+    assert "Traceback" not in done.stderr
