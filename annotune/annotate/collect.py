@@ -32,6 +32,7 @@ from annotune.annotate.problem import (
     Use,
 )
 from annotune.core.diagnostics import AnnotuneError, Location
+from annotune.core.literals import c_literal
 from annotune.space.expressions import ExpressionError, evaluate_with_undefined, parse_expression
 
 _CONDITIONALS = {"if", "ifdef", "ifndef"}
@@ -697,21 +698,21 @@ def _config_default(
         )
     if spec.default is not None and spec.default != value:
         raise AnnotuneError(
-            f"the config's default of {spec.name} is {_c_number(spec.default)}, but the "
-            f"compiler uses {_c_number(value)}: the {what} at {at}, which no -D or header "
+            f"the config's default of {spec.name} is {c_literal(spec.default)}, but the "
+            f"compiler uses {c_literal(value)}: the {what} at {at}, which no -D or header "
             "overrides",
             spec.default_location or spec.location,
             hint=f"drop `default` (the default of {spec.name} is the value its {what} gives, "
-            f"{_c_number(value)})"
+            f"{c_literal(value)})"
             + (", or guard the #define with #ifndef in code you own" if define else ""),
         )
     if value not in spec.domain.values:
         raise AnnotuneError(
-            f"the default of {spec.name}, {_c_number(value)}, is not in its domain "
+            f"the default of {spec.name}, {c_literal(value)}, is not in its domain "
             f"{spec.domain.text}: it is the value of the {what} at {at}, which every build "
             "of the program gets",
             spec.location,
-            hint=f"add {_c_number(value)} to the domain: the default is the baseline every "
+            hint=f"add {c_literal(value)} to the domain: the default is the baseline every "
             "configuration is measured against",
         )
     return value
@@ -958,7 +959,7 @@ def _add_fixed(collector: _Collector, name: str, value: Number) -> None:
         raise AnnotuneError(
             f"'{name}' is a function-like macro, not a problem size", define.name_location
         )
-    text = _c_number(value)
+    text = c_literal(value)
     collector.add(
         TunableParam(
             name=name,
@@ -973,10 +974,6 @@ def _add_fixed(collector: _Collector, name: str, value: Number) -> None:
             value_span=define.value_span if define is not None else None,
         )
     )
-
-
-def _c_number(value: Number) -> str:
-    return repr(int(value)) if float(value).is_integer() else repr(float(value))
 
 
 # --- uses ---------------------------------------------------------------------------------------

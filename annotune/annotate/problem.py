@@ -8,6 +8,7 @@ from pathlib import Path
 from annotune.annotate.device_code import DeviceCode
 from annotune.annotate.kernel import KernelSpec
 from annotune.core.diagnostics import AnnotuneError, Location
+from annotune.core.literals import as_declared, c_literal
 from annotune.core.records import Number
 
 ORIGINS = ("define", "pragma", "literal", "config", "size")
@@ -74,6 +75,11 @@ class TunableParam:
     # Where else the same default is written: the other declarations of one C name with the
     # same initial value (a local `int threads = 256;` in each of two functions), set together.
     more_spans: tuple[TextSpan, ...] = ()
+
+    def literal(self, value: Number) -> str:
+        """`value` as C source, of the type its domain declares it with (`2.0` stays a
+        double however it was stored): what a variant is compiled with and a header holds."""
+        return c_literal(as_declared(value, self.values))
 
     @property
     def unread(self) -> bool:

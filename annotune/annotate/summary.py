@@ -15,7 +15,8 @@ from annotune.annotate import Problem, problem_space
 from annotune.annotate.frontend import ParsedSource
 from annotune.annotate.problem import kernel_only_params
 from annotune.core.diagnostics import AnnotuneError, Location
-from annotune.core.records import Number, value_text
+from annotune.core.literals import value_text
+from annotune.core.records import Number
 from annotune.space import Space
 
 # Spaces up to this many Cartesian configurations are counted exactly (a few seconds).

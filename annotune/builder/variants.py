@@ -51,11 +51,6 @@ class VariantSource:
         return h.hexdigest()
 
 
-def format_value(value: Number) -> str:
-    """A C literal for a parameter value (repr keeps floats exact)."""
-    return str(value) if isinstance(value, int) else repr(float(value))
-
-
 def source_root(problem: Problem) -> Path:
     """The directory holding the source and every local header it includes."""
     paths = [os.path.abspath(f) for f in problem.files]
@@ -74,7 +69,7 @@ def variant_source(
     for param in problem.params:
         if param.name in elsewhere:
             continue
-        value = format_value(params[param.name])
+        value = param.literal(params[param.name])
         if not needs_copy(param):
             defines.append(f"-D{param.name}={value}")
         else:

@@ -251,9 +251,7 @@ def tuned_macros(params: Sequence[TunableParam], values: Mapping[str, Number]) -
     return [
         Tuned(p.name, values[p.name], p.location)
         for p in params
-        if p.origin != "literal"
-        and not p.unread
-        and not p.declaration
+        if p.origin != "literal" and not p.unread and not p.declaration
     ]
 
 

@@ -219,13 +219,3 @@ class BuildResult:
     @property
     def ok(self) -> bool:
         return self.executable is not None
-
-
-def value_text(value: Number) -> str:
-    """A parameter's value as an environment variable holds it: 4, not 4.0 (numpy scalars
-    too), so that a run and a job script set the same text."""
-    if hasattr(value, "item"):  # a numpy scalar
-        value = value.item()
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    return str(value)

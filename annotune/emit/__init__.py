@@ -192,12 +192,12 @@ def _template() -> jinja2.Template:
 
 
 def _define(param: TunableParam, value: Number, source_name: str) -> _Define:
-    note = f"{param.domain}; default {_c_value(param.default)}"
+    note = f"{param.domain}; default {param.literal(param.default)}"
     if param.declaration:
         note += f"; a C {param.declaration}"
     elif not param.guarded:
         note += f"; the source ignores this until `annotune lift {source_name}`"
-    return _Define(param.name, _c_value(value), note, bool(param.declaration))
+    return _Define(param.name, param.literal(value), note, bool(param.declaration))
 
 
 def _env(problem: Problem, params: Mapping[str, Number]) -> dict:
@@ -266,16 +266,6 @@ def _string_value(body: str) -> str:
         else:
             raise ValueError(f"\\{octal} is no character of an environment variable")
     return data.decode("utf-8")
-
-
-def _c_value(value: Number) -> str:
-    """A C literal; a negative value in parentheses so that `X-1` expands safely."""
-    if hasattr(value, "item"):  # a numpy scalar
-        value = value.item()
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    text = repr(value)
-    return f"({text})" if text.startswith("-") else text
 
 
 def _ms(time: float | None) -> str:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from annotune import __version__
 from annotune.core.diagnostics import AnnotuneError, Location
 from annotune.core.inputs import InputKind, read_text
-from annotune.emit import ENV_PREFIX, PREDICTED, _c_value, _Define, _define, _template, slugify
+from annotune.emit import ENV_PREFIX, PREDICTED, _Define, _define, _template, slugify
 from annotune.emit.sizes import MARKER as SIZES_MARKER
 from annotune.space.expressions import ExpressionError, parse_constant
 
@@ -410,16 +410,17 @@ def _set(
             values[param.name] = param.default
             warnings.append(
                 f"{tuned.path} has no value for {param.name} (tuned before it was added?): "
-                f"{tuned.device} gets its default, {_c_value(param.default)}"
+                f"{tuned.device} gets its default, {param.literal(param.default)}"
             )
     if tuned is not None:
         for name in sorted(set(tuned.values) - set(values)):
             warnings.append(f"{tuned.path} sets {name}, which {problem.source.name} no longer has")
     name = problem.source.name
+    by_name = {p.name: p for p in problem.params}
     return _Set(
         label,
         tuple(_define(p, values[p.name], name) for p in problem.params),
-        tuple((f.field, _c_value(values[f.name])) for f in fields),
+        tuple((f.field, by_name[f.name].literal(values[f.name])) for f in fields),
     )
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from annotune.core.diagnostics import AnnotuneError
-from annotune.emit import PREDICTED, _c_value, _define, _guard, _ms, _template
+from annotune.emit import PREDICTED, _define, _guard, _ms, _template
 
 if TYPE_CHECKING:
     from annotune.annotate.problem import Problem
@@ -139,7 +139,7 @@ def render_size_header(
                 "below": None if upper is None else entry.size * upper,
                 "predicted": entry.predicted,
                 "defines": [_define(p, entry.params[p.name], problem.source.name) for p in tuned],
-                "values": [_c_value(entry.params[p.name]) for p in tuned],
+                "values": [p.literal(entry.params[p.name]) for p in tuned],
             }
         )
     return (

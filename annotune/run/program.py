@@ -37,12 +37,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from annotune.core.literals import value_text
 from annotune.core.records import (
     TRANSIENT_ERRNOS,
     BuildResult,
     Measurement,
     Number,
-    value_text,
 )
 from annotune.run.conditions import GpuMonitor, summarize
 from annotune.run.energy import EnergyError, EnergyMeter
