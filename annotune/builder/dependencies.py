@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from annotune.core.diagnostics import AnnotuneError
+from annotune.core.digests import regular_file_digest
 from annotune.core.inputs import SOURCE, read_input
 
 COMPILE_ENVIRONMENT = (
@@ -272,56 +273,60 @@ def _response_words(path: str) -> tuple[str, ...] | None:
 class Digests:
     """Content digests of dependencies, each path read at most once while one batch builds.
 
-    A file's digest is its SHA-256; a directory's covers the names and contents of the C, C++
-    and CUDA files directly in it; a path that is not there has the digest "absent". `memo`,
+    A file's digest is its SHA-256 (`core.digests`); a directory's covers the names and
+    contents of the C, C++ and CUDA files directly in it; a path with neither has the digest
+    None (no file there, or one that is no regular file: a FIFO is never waited on). `memo`,
     kept by the builder from batch to batch, holds the digests of files that had settled when
     read (`_SETTLED`), by their status: a library of hundreds of MiB the command links is then
     read again only once it changed, not once per batch.
     """
 
     def __init__(self, memo: dict[tuple[object, ...], bytes] | None = None) -> None:
-        self._known: dict[str, str] = {}
+        self._known: dict[str, str | None] = {}
         self._memo = memo if memo is not None else {}
 
-    def __call__(self, path: str) -> str:
-        digest = self._known.get(path)
-        if digest is None:
-            digest = self._known[path] = self._digest(path)
-        return digest
+    def __call__(self, path: str) -> str | None:
+        if path not in self._known:
+            self._known[path] = self._digest(path)
+        return self._known[path]
 
-    def of(self, paths: list[str]) -> dict[str, str]:
+    def of(self, paths: list[str]) -> dict[str, str | None]:
         return {path: self(path) for path in dict.fromkeys(paths)}
 
-    def unchanged(self, recorded: dict[str, str]) -> bool:
+    def unchanged(self, recorded: dict[str, str | None]) -> bool:
         return all(self(path) == digest for path, digest in recorded.items())
 
-    def _digest(self, path: str) -> str:
+    def _digest(self, path: str) -> str | None:
         try:
             if os.path.isdir(path):
                 h = hashlib.sha256(b"directory\0")
                 for name in sorted(os.listdir(path)):
                     entry = os.path.join(path, name)
                     suffix = os.path.splitext(name)[1].lower()
-                    if suffix in _SOURCE_SUFFIXES and os.path.isfile(entry):
+                    digest = self._file_digest(entry) if suffix in _SOURCE_SUFFIXES else None
+                    if digest is not None:
                         h.update(name.encode(errors="surrogateescape") + b"\0")
-                        h.update(self._file_digest(entry))
+                        h.update(digest)
                 return h.hexdigest()
-            return self._file_digest(path).hex()
         except OSError:
-            return "absent"
+            return None
+        digest = self._file_digest(path)
+        return None if digest is None else digest.hex()
 
-    def _file_digest(self, path: str) -> bytes:
-        known = self._memo.get(_stamp(path, os.stat(path)))
+    def _file_digest(self, path: str) -> bytes | None:
+        try:
+            known = self._memo.get(_stamp(path, os.stat(path)))
+        except (OSError, ValueError):
+            return None
         if known is not None:
             return known
-        with open(path, "rb") as file:
-            status = os.fstat(file.fileno())
-            h = hashlib.sha256()
-            while chunk := file.read(1 << 20):
-                h.update(chunk)
+        found = regular_file_digest(path)
+        if found is None:
+            return None
+        digest, status = found
         if time.time_ns() - max(status.st_mtime_ns, status.st_ctime_ns) > _SETTLED:
-            self._memo[_stamp(path, status)] = h.digest()
-        return h.digest()
+            self._memo[_stamp(path, status)] = digest
+        return digest
 
 
 def _stamp(path: str, status: os.stat_result) -> tuple[object, ...]:

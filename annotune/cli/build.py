@@ -52,6 +52,7 @@ from annotune import __version__
 from annotune.cli.app import JsonFlag, app, print_json, user_errors
 from annotune.cli.params import GpusOption, device_name, output_dir, output_file
 from annotune.core.diagnostics import AnnotuneError, Location
+from annotune.core.digests import text_digest
 from annotune.core.files import same_content
 from annotune.emit import header_env, render_defaults_header, tuned_header_path, write_if_changed
 from annotune.emit.shadow import header_values, recorded_compile, write_copies
@@ -62,7 +63,6 @@ from annotune.results.build_cache import (
     file_digests,
     load_record,
     save_record,
-    text_digest,
 )
 from annotune.run.device import DEVICE_ENV, current_device_name
 

@@ -15,13 +15,13 @@ without parsing. This module only reads and writes files: the fast path may impo
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
 from pathlib import Path
 
 from annotune.core.diagnostics import AnnotuneError
+from annotune.core.digests import bytes_digest, file_digest, text_digest
 from annotune.core.files import read_regular, replace_atomically
 
 MANIFEST = ".annotune-shadow.json"
@@ -51,10 +51,10 @@ def recorded_compile(directory: Path, header_text: str) -> list[str] | None:
     if not (isinstance(inputs, dict) and isinstance(copies, dict)):
         return None
     current = (
-        data.get("header") == _digest(header_text.encode("utf-8"))
+        data.get("header") == text_digest(header_text)
         and data.get("made_in") == os.getcwd()
-        and all(_file_digest(path) == digest for path, digest in inputs.items())
-        and all(_file_digest(str(directory / name)) == digest for name, digest in copies.items())
+        and all(file_digest(path) == digest for path, digest in inputs.items())
+        and all(file_digest(str(directory / name)) == digest for name, digest in copies.items())
     )
     return data["compile"] if current else None
 
@@ -79,7 +79,7 @@ def write_copies(
     previous = _recorded_copies(directory)
     for name, data in copies.items():
         target = directory / name
-        if _file_digest(str(target)) != _digest(data):
+        if file_digest(str(target)) != bytes_digest(data):
             target.parent.mkdir(parents=True, exist_ok=True)
             replace_atomically(target, data)
     inside = os.path.realpath(directory)
@@ -88,10 +88,10 @@ def write_copies(
         if os.path.commonpath([inside, stale]) == inside and stale not in originals:
             Path(stale).unlink(missing_ok=True)
     manifest = {
-        "header": _digest(header_text.encode("utf-8")),
+        "header": text_digest(header_text),
         "made_in": os.getcwd(),
-        "inputs": {os.path.abspath(path): _file_digest(path) for path in inputs},
-        "copies": {name: _digest(data) for name, data in copies.items()},
+        "inputs": {os.path.abspath(path): file_digest(path) for path in inputs},
+        "copies": {name: bytes_digest(data) for name, data in copies.items()},
         "compile": compile_args,
     }
     directory.mkdir(parents=True, exist_ok=True)
@@ -116,12 +116,3 @@ def _recorded_copies(directory: Path) -> set[str]:
 
 def _strings(value: object) -> bool:
     return isinstance(value, list) and all(isinstance(item, str) for item in value)
-
-
-def _digest(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def _file_digest(path: str) -> str:
-    data = read_regular(Path(path))
-    return "absent" if data is None else _digest(data)

@@ -13,16 +13,15 @@ race; an unreadable or garbled record is only a miss.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from annotune.core.diagnostics import AnnotuneError
+from annotune.core.digests import file_digest, text_digest
 from annotune.core.files import replace_atomically
-from annotune.core.inputs import SOURCE, read_input
+from annotune.core.inputs import SOURCE
 from annotune.results.workspace import workspace
 
 FOLDER = "build"
@@ -43,26 +42,16 @@ class BuildRecord:
 def build_key(*parts: object) -> str:
     """The record name of one `annotune build` question: a hash of `parts` (JSON-able)."""
     text = json.dumps(parts, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
-
-
-def text_digest(text: str) -> str:
-    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
+    return text_digest(text)[:32]
 
 
 def file_digests(paths: Iterable[str | Path]) -> dict[str, str | None]:
     """The digest of each file's bytes by absolute path; None where no file can be read (read
     as every input is, bounded: a FIFO swapped in for a header is refused, not waited on)."""
-    found: dict[str, str | None] = {}
-    for path in paths:
-        name = os.path.abspath(path)
-        try:
-            data = read_input(Path(name), SOURCE)
-        except AnnotuneError:
-            found[name] = None
-        else:
-            found[name] = hashlib.blake2b(data, digest_size=16).hexdigest()
-    return found
+    return {
+        os.path.abspath(path): file_digest(os.path.abspath(path), max_bytes=SOURCE.limit)
+        for path in paths
+    }
 
 
 def record_path(source: Path, key: str) -> Path:

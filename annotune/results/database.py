@@ -60,6 +60,7 @@ from typing import Any, ParamSpec, TypeVar
 from annotune import __version__
 from annotune.annotate.problem import Problem
 from annotune.core.diagnostics import AnnotuneError, printable
+from annotune.core.digests import bytes_digest
 from annotune.core.files import NAME_MAX, bounded_name
 from annotune.core.inputs import SOURCE, read_input
 from annotune.core.interrupts import held
@@ -184,7 +185,7 @@ def sources_hash(files: Sequence[str | Path]) -> str:
     digest = hashlib.sha256()
     for file in files:
         name = os.path.relpath(file, base).replace(os.sep, "/")
-        content = hashlib.sha256(read_input(Path(file), SOURCE)).hexdigest()
+        content = bytes_digest(read_input(Path(file), SOURCE))
         digest.update(os.fsencode(f"{name}\0{content}\n"))  # a name's bytes, UTF-8 or not
     return digest.hexdigest()
 

@@ -179,12 +179,14 @@ def test_a_settled_library_is_read_once_not_once_per_batch(project, tmp_path, mo
     library = str(project / "lib" / "libarchived.a")
     opened: list[str] = []
 
+    read = dependencies.regular_file_digest
+
     def counted(path, *args, **kwargs):
         if str(path) == library:
             opened.append(library)
-        return open(path, *args, **kwargs)
+        return read(path, *args, **kwargs)
 
-    monkeypatch.setattr(dependencies, "open", counted, raising=False)
+    monkeypatch.setattr(dependencies, "regular_file_digest", counted)
     one = builder(project, tmp_path / "cache")
     assert output(one.build([{"B": 8}])[0]) == "8 1 2 3 4 5 10" and len(opened) == 1
     assert one.build([{"B": 8}])[0].cached and len(opened) == 1
