@@ -42,13 +42,16 @@ def regular_file_digest(
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except (OSError, ValueError):  # missing, unreadable, a NUL in the name
         return None
+    try:
+        info = os.fstat(fd)
+    except OSError:
+        os.close(fd)
+        return None
+    if not stat.S_ISREG(info.st_mode) or (max_bytes is not None and info.st_size > max_bytes):
+        os.close(fd)
+        return None
     with os.fdopen(fd, "rb") as file:
         try:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
-                return None
-            if max_bytes is not None and info.st_size > max_bytes:
-                return None
             h = hashlib.sha256()
             read = 0
             while chunk := file.read(_CHUNK):
