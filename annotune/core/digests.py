@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import os
-import stat
 from pathlib import Path
+
+from annotune.core.files import open_regular
 
 _CHUNK = 1 << 20
 
@@ -38,19 +39,11 @@ def regular_file_digest(
 ) -> tuple[bytes, os.stat_result] | None:
     """The raw SHA-256 of a regular file's bytes (to feed another hash) and its status when
     opened (which names that content for a memo); None as for `file_digest`."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except (OSError, ValueError):  # missing, unreadable, a NUL in the name
+    opened = open_regular(path, limit=max_bytes)
+    if opened is None:
         return None
-    try:
-        info = os.fstat(fd)
-    except OSError:
-        os.close(fd)
-        return None
-    if not stat.S_ISREG(info.st_mode) or (max_bytes is not None and info.st_size > max_bytes):
-        os.close(fd)
-        return None
-    with os.fdopen(fd, "rb") as file:
+    file, info = opened
+    with file:
         try:
             h = hashlib.sha256()
             read = 0

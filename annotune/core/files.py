@@ -101,18 +101,35 @@ def read_regular(path: Path, *, limit: int | None = None) -> bytes | None:
     """The bytes of `path` when it is a regular file (of at most `limit` bytes, if given); None
     for anything else, or when it cannot be read. Never blocks on a FIFO (opened without
     waiting for a writer) nor reads a device without end."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError:
+    opened = open_regular(path, limit=limit)
+    if opened is None:
         return None
-    with os.fdopen(fd, "rb") as file:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or (limit is not None and info.st_size > limit):
-            return None
+    with opened[0] as file:
         try:
             return file.read() if limit is None else file.read(limit + 1)
         except OSError:
             return None
+
+
+def open_regular(
+    path: str | Path, *, limit: int | None = None
+) -> tuple[io.BufferedReader, os.stat_result] | None:
+    """`path` opened for reading, with its status, when it is a regular file of at most
+    `limit` bytes; None for anything else (missing, unreadable, a directory, a FIFO, a device,
+    a NUL in the name): the one way every bounded read opens a file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except (OSError, ValueError):
+        return None
+    try:
+        info = os.fstat(fd)
+    except OSError:
+        os.close(fd)
+        return None
+    if not stat.S_ISREG(info.st_mode) or (limit is not None and info.st_size > limit):
+        os.close(fd)
+        return None
+    return os.fdopen(fd, "rb"), info
 
 
 def why_not_writable(path: Path, *, directory: bool = False) -> str | None:

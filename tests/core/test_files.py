@@ -114,3 +114,12 @@ def test_why_not_writable_sees_a_read_only_directory(tmp_path):
         assert why_not_writable(locked, directory=True) == "permission denied"
     finally:
         locked.chmod(0o755)
+
+
+def test_a_directory_where_a_file_was_expected_is_no_file(tmp_path):
+    """`os.fdopen` of a directory raised IsADirectoryError past the bounded reader: a build
+    record replaced by a directory was a traceback, not a miss."""
+    from annotune.core.files import open_regular, read_regular
+
+    assert read_regular(tmp_path) is None
+    assert open_regular(tmp_path) is None
