@@ -11,8 +11,6 @@ from __future__ import annotations
 import re
 import shlex
 import shutil
-import subprocess
-import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +18,7 @@ from pathlib import Path
 from annotune.core.diagnostics import AnnotuneError
 from annotune.core.inputs import argument_path
 from annotune.core.records import TRANSIENT_ERRNOS, KernelResources
+from annotune.core.tools import run_tool
 
 PRESETS: dict[str, tuple[str, ...]] = {
     "nvcc": (
@@ -176,20 +175,14 @@ def run_compiler(argv: list[str], timeout: float) -> CompileResult:
     A failure that is the machine's rather than the source's (the compiler killed by a signal,
     out of disk or memory, a timeout under load) is `transient`: it is not cached.
     """
-    started = time.monotonic()
-    try:
-        done = subprocess.run(
-            argv, capture_output=True, text=True, errors="replace", timeout=timeout, check=False
-        )
-    except subprocess.TimeoutExpired:
-        seconds = time.monotonic() - started
+    done = run_tool(argv, timeout=timeout)
+    seconds = done.seconds
+    if done.timed_out:
         return CompileResult(False, seconds, f"compile timed out after {timeout:g} s", {}, True)
-    except OSError as error:
-        seconds = time.monotonic() - started
-        said = f"cannot run {argv[0]}: {error.strerror}"
-        return CompileResult(False, seconds, said, {}, error.errno in TRANSIENT_ERRNOS)
-    seconds = time.monotonic() - started
-    log = done.stdout + done.stderr
+    if done.returncode is None:
+        said = f"cannot run {argv[0]}: {done.strerror}"
+        return CompileResult(False, seconds, said, {}, done.errno in TRANSIENT_ERRNOS)
+    log = done.output
     if done.returncode < 0:
         said = f"the compiler was killed by signal {-done.returncode}"
         return CompileResult(False, seconds, said, {}, True)

@@ -26,7 +26,6 @@ import os
 import re
 import shlex
 import shutil
-import subprocess
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ from pathlib import Path
 from annotune.core.diagnostics import AnnotuneError
 from annotune.core.digests import regular_file_digest
 from annotune.core.inputs import SOURCE, read_input
+from annotune.core.tools import run_tool
 
 COMPILE_ENVIRONMENT = (
     "CPATH",
@@ -363,18 +363,8 @@ def compiler_fingerprint(executable: str, version_output: str) -> str:
 
 def version_output(executable: str) -> str:
     """All that `<compiler> --version` prints (empty if it cannot be run)."""
-    try:
-        done = subprocess.run(
-            [executable, "--version"],
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=30,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-    return done.stdout + done.stderr
+    done = run_tool([executable, "--version"], timeout=30)
+    return "" if done.returncode is None else done.output
 
 
 def compile_environment() -> str:

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import os
 import platform
-import subprocess
 from pathlib import Path
+
+from annotune.core.tools import run_tool
 
 DEVICE_ENV = "ANNOTUNE_DEVICE"
 NVIDIA_SMI_TIMEOUT_S = 5.0
@@ -31,17 +32,10 @@ def current_device_name() -> str:
 
 def gpu_name() -> str | None:
     """The first NVIDIA GPU's name, or None when there is none or nvidia-smi fails."""
-    try:
-        done = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=NVIDIA_SMI_TIMEOUT_S,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if done.returncode != 0:
+    done = run_tool(
+        ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], timeout=NVIDIA_SMI_TIMEOUT_S
+    )
+    if not done.ok:
         return None
     names = [line.strip() for line in done.stdout.splitlines() if line.strip()]
     return names[0] if names else None

@@ -6,13 +6,13 @@ more)."""
 from __future__ import annotations
 
 import os
-import subprocess
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from annotune.core.records import BuildResult, Measurement
+from annotune.core.tools import run_tool
 from annotune.session.replay_device import ReplayMeasurer, ReplayTable
 
 if TYPE_CHECKING:
@@ -96,15 +96,9 @@ def assigned_gpu_name() -> str:
     visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
     if not visible:
         return current_device_name()
-    try:
-        done = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", "-i", visible],
-            capture_output=True,
-            text=True,
-            timeout=NVIDIA_SMI_TIMEOUT_S,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return current_device_name()
-    lines = done.stdout.strip().splitlines() if done.returncode == 0 else []
+    done = run_tool(
+        ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", "-i", visible],
+        timeout=NVIDIA_SMI_TIMEOUT_S,
+    )
+    lines = done.stdout.strip().splitlines() if done.ok else []
     return lines[0].strip() if lines and lines[0].strip() else current_device_name()

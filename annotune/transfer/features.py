@@ -33,7 +33,6 @@ import importlib
 import json
 import math
 import re
-import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -44,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from annotune.core.tools import run_tool
 from annotune.run import device as devices
 
 if TYPE_CHECKING:
@@ -405,24 +405,10 @@ def _read_nvidia_smi(ordinal: int) -> DeviceFeatures | None:
     memory clock is the same quantity as the table's. Peak FLOPS and bandwidth follow the
     clocks in proportion.
     """
-    try:
-        done = subprocess.run(
-            [
-                "nvidia-smi",
-                f"--query-gpu={_SMI_FIELDS}",
-                "--format=csv,noheader,nounits",
-                "-i",
-                str(ordinal),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=devices.NVIDIA_SMI_TIMEOUT_S,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
+    query = [f"--query-gpu={_SMI_FIELDS}", "--format=csv,noheader,nounits", "-i", str(ordinal)]
+    done = run_tool(["nvidia-smi", *query], timeout=devices.NVIDIA_SMI_TIMEOUT_S)
     lines = [line for line in done.stdout.splitlines() if line.strip()]
-    if done.returncode != 0 or not lines:
+    if not done.ok or not lines:
         return None
     fields = [f.strip() for f in lines[0].rsplit(",", 2)]
     if len(fields) != 3:
@@ -495,18 +481,11 @@ def _rocm_smi_card(ordinal: int) -> dict[str, str] | None:
     6.1 writes "Card series", later ones "Card Series"); None when rocm-smi is missing,
     fails, hangs or prints anything but that JSON object. rocm-smi exits 0 on some failures
     ("Driver not initialized"), printing nothing: only the JSON tells success."""
-    try:
-        done = subprocess.run(
-            ["rocm-smi", "-d", str(ordinal), "--showproductname", "--showsclkrange", "--json"],
-            capture_output=True,
-            encoding="utf-8",
-            errors="replace",
-            timeout=ROCM_SMI_TIMEOUT_S,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if done.returncode != 0:
+    done = run_tool(
+        ["rocm-smi", "-d", str(ordinal), "--showproductname", "--showsclkrange", "--json"],
+        timeout=ROCM_SMI_TIMEOUT_S,
+    )
+    if not done.ok:
         return None
     try:
         data = json.loads(done.stdout)

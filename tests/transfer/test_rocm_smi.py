@@ -7,6 +7,7 @@ plain output would print ("Card Series", "Card series" before ROCm 6.1; "Valid s
 
 from __future__ import annotations
 
+import errno
 import json
 import shutil
 import sys
@@ -14,6 +15,7 @@ import time
 
 import pytest
 
+from annotune.core.tools import ToolRun
 from annotune.transfer import features as device_features
 from annotune.transfer.features import lookup, read_from_device
 
@@ -176,13 +178,13 @@ def test_rocm_smi_runs_without_a_shell_and_with_a_timeout(monkeypatch):
 
     def run(argv, **options):
         calls.append((argv, options))
-        raise FileNotFoundError(argv[0])
+        return ToolRun(tuple(argv), None, "", "", 0.0, errno.ENOENT, "No such file")
 
-    monkeypatch.setattr(device_features.subprocess, "run", run)
+    monkeypatch.setattr(device_features, "run_tool", run)  # which never takes a shell
     assert device_features._read_rocm_smi(2) is None
     [(argv, options)] = calls
     assert argv == ["rocm-smi", "-d", "2", *ARGS.split()]
-    assert not options.get("shell") and options["timeout"] == device_features.ROCM_SMI_TIMEOUT_S
+    assert options == {"timeout": device_features.ROCM_SMI_TIMEOUT_S}
 
 
 def test_an_nvidia_reading_comes_first(no_gpu):
