@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from annotune.annotate.config import ConfigParam, FileConfig
-from annotune.annotate.frontend import Directive, ParsedSource, SourceFile, Token
 from annotune.annotate.grammar import (
     Domain,
     GrammarError,
@@ -31,6 +30,7 @@ from annotune.annotate.problem import (
     TunableParam,
     Use,
 )
+from annotune.annotate.source import Directive, ParsedSource, SourceFile, Token
 from annotune.core.diagnostics import AnnotuneError, Location
 from annotune.core.literals import c_literal
 from annotune.space.expressions import ExpressionError, evaluate_with_undefined, parse_expression

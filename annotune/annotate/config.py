@@ -54,10 +54,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from annotune.annotate.frontend import language_of
 from annotune.annotate.grammar import Domain, GrammarError, Number, parse_domain
 from annotune.annotate.kernel import DeclaredClause, DeclaredKernel
 from annotune.annotate.problem import EnvSetting, RunSettings
+from annotune.annotate.source import language_of
 from annotune.core.diagnostics import AnnotuneError, Location
 from annotune.core.inputs import CONFIG, SOURCE, check_input, read_text
 

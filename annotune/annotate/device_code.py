@@ -32,8 +32,8 @@ from dataclasses import dataclass
 
 import clang.cindex as ci
 
-from annotune.annotate.frontend import ParsedSource, SourceFile, Token
 from annotune.annotate.kernel import parse_cuda
+from annotune.annotate.source import ParsedSource, SourceFile, Token
 
 __all__ = [
     "GLIBC_PRELUDE",

@@ -43,7 +43,7 @@ from dataclasses import dataclass, replace
 import clang.cindex as ci
 import numpy as np
 
-from annotune.annotate.frontend import (
+from annotune.annotate.source import (
     CUDA_SHIM,
     SHIM_PATH,
     Directive,

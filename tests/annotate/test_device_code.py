@@ -19,7 +19,7 @@ from annotune.annotate.device_code import (
     device_code,
     is_device_header,
 )
-from annotune.annotate.frontend import ANNOTUNE_INCLUDE_DIR, ParsedSource, parse_source
+from annotune.annotate.source import ANNOTUNE_INCLUDE_DIR, ParsedSource, parse_source
 
 nvrtc = pytest.importorskip(
     "cuda.bindings.nvrtc", reason="cuda-python's NVRTC bindings (cuda.bindings.nvrtc) missing"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from annotune.annotate.frontend import language_of, parse_source
+from annotune.annotate.source import language_of, parse_source
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from annotune.annotate import read_problem, read_problem_and_source
-from annotune.annotate.frontend import parse_source
+from annotune.annotate.source import parse_source
 from annotune.core.diagnostics import AnnotuneError
 
 
@@ -104,7 +104,7 @@ def test_libclang_parses_in_a_child_whose_bug_is_reported_with_its_traceback(tmp
     """The parse runs in a forked child (a parser bomb ends it, not annotune): the child's
     located errors come back as they were, and a bug in it as its traceback, not a silent
     death; the parent's own state is untouched by the child."""
-    from annotune.annotate import frontend
+    from annotune.annotate.source import parse
 
     source = tmp_path / "k.c"
     source.write_text('#include "gone.h"\nint f(void) { return 1; }\n')
@@ -117,7 +117,7 @@ def test_libclang_parses_in_a_child_whose_bug_is_reported_with_its_traceback(tmp
         assert os.getpid() != parents  # runs in the child
         raise ValueError("a bug in the front end")
 
-    monkeypatch.setattr(frontend, "_functions", broken)
+    monkeypatch.setattr(parse, "_functions", broken)
     with pytest.raises(RuntimeError, match=r"(?s)the parser failed:.*ValueError: a bug in the"):
         parse_source(source)
 
@@ -129,11 +129,11 @@ def test_where_a_fork_is_unsafe_a_fresh_interpreter_parses(tmp_path, monkeypatch
     import sys
     import types
 
-    from annotune.annotate import frontend
+    from annotune.annotate.source import bounded
 
-    assert not frontend._fork_unsafe()
+    assert not bounded._fork_unsafe()
     monkeypatch.setitem(sys.modules, "grpc", types.ModuleType("grpc"))
-    assert frontend._fork_unsafe()
+    assert bounded._fork_unsafe()
     source = tmp_path / "k.c"
     source.write_text(
         '#include "gone.h"\n#define A 3 // @tune values(1, 3)\nint f(void) { return A; }\n'

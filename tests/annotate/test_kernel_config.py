@@ -9,8 +9,8 @@ import pytest
 
 from annotune.annotate import read_problem
 from annotune.annotate.config import load_file_config
-from annotune.annotate.frontend import parse_source
 from annotune.annotate.kernel import KernelSpec, kernel_specs
+from annotune.annotate.source import parse_source
 from annotune.core.diagnostics import AnnotuneError
 
 THIRD_PARTY = """\

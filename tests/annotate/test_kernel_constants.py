@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from annotune.annotate.config import load_file_config
-from annotune.annotate.frontend import parse_source
 from annotune.annotate.kernel import KernelSpec, LaunchConstant, kernel_specs
+from annotune.annotate.source import parse_source
 from annotune.core.diagnostics import AnnotuneError
 from annotune.run.kernel import fill_notes
 

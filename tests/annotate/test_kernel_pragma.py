@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from annotune.annotate.frontend import parse_source
 from annotune.annotate.kernel import KernelSpec, LaunchError, kernel_specs
+from annotune.annotate.source import parse_source
 from annotune.core.diagnostics import AnnotuneError
 
 FIXTURE = Path(__file__).parent.parent / "data" / "kernel" / "jacobi.cu"
