@@ -15,25 +15,24 @@ from annotune.annotate.config import ConfigParam, FileConfig
 from annotune.annotate.grammar import (
     Domain,
     GrammarError,
-    Number,
     ParamPragma,
     TuneComment,
     find_tune_comments,
     parse_number,
     parse_param_pragma,
 )
+from annotune.annotate.macros import Define, compiler_value, define_value, function_like
 from annotune.annotate.problem import (
     ConstraintDecl,
     Problem,
     RunSettings,
-    TextSpan,
     TunableParam,
     Use,
 )
-from annotune.annotate.source import Directive, ParsedSource, SourceFile, Token
+from annotune.annotate.source import Directive, ParsedSource, SourceFile, TextSpan, Token
 from annotune.core.diagnostics import AnnotuneError, Location
 from annotune.core.literals import c_literal
-from annotune.space.expressions import ExpressionError, evaluate_with_undefined, parse_expression
+from annotune.core.records import Number
 
 _CONDITIONALS = {"if", "ifdef", "ifndef"}
 _ANNOTUNE_PRAGMAS = ("param", "constraint", "args", "kernel")
@@ -41,28 +40,13 @@ _PRAGMA_FAMILIES = ("omp", "acc")
 _RUNTIME_HEADERS = {"omp.h": "omp", "openacc.h": "acc"}
 
 
-@dataclass(frozen=True)
-class _Define:
-    """A `#define NAME value` seen in the user's files; `active` when the preprocessor keeps it
-    under the flags in use (it is not in a skipped `#if` branch)."""
-
-    name: str
-    name_location: Location
-    value_tokens: tuple[Token, ...]
-    value_span: TextSpan | None
-    guarded: bool
-    function_like: bool
-    file: SourceFile
-    active: bool
-
-
 @dataclass
 class _Collector:
     parsed: ParsedSource
     params: dict[str, TunableParam] = field(default_factory=dict)
     constraints: list[ConstraintDecl] = field(default_factory=list)
-    defines: dict[str, _Define] = field(default_factory=dict)
-    pending_define_params: list[tuple[_Define, list[tuple[Token, TuneComment]]]] = field(
+    defines: dict[str, Define] = field(default_factory=dict)
+    pending_define_params: list[tuple[Define, list[tuple[Token, TuneComment]]]] = field(
         default_factory=list
     )
     pending_pragma_params: list[tuple[SourceFile, int, str, ParamPragma]] = field(
@@ -208,7 +192,7 @@ def _scan_file(collector: _Collector, source: SourceFile, visited: set[str]) -> 
             )
 
 
-def _remember(collector: _Collector, define: _Define) -> None:
+def _remember(collector: _Collector, define: Define) -> None:
     """Keep the definition a tunable's default, place and guard come from: the first one the
     preprocessor keeps, or, until one is seen, the first one written. Third-party code defines
     one macro in several `#if` branches, and only one of them reaches the compiler."""
@@ -266,50 +250,27 @@ def _reject_annotations(source: SourceFile, directive: Directive, consumed: set[
 
 def _define(
     source: SourceFile, directive: Directive, open_conditions: list[tuple[str, str]]
-) -> _Define | None:
+) -> Define | None:
     if not directive.words:
         return None
     name_token = directive.words[0]
     values = directive.words[1:]
-    function_like = bool(values) and values[0].text == "(" and values[0].start == name_token.end
     span = TextSpan(source.path, values[0].start, values[-1].end) if values else None
     guarded = any(kind == "ifndef" and guard == name_token.text for kind, guard in open_conditions)
-    return _Define(
+    return Define(
         name=name_token.text,
         name_location=source.location(name_token.start),
         value_tokens=values,
         value_span=span,
         guarded=guarded,
-        function_like=function_like,
+        function_like=function_like(directive.words),
         file=source,
         active=source.is_active(name_token.start),
     )
 
 
-def _define_value(define: _Define) -> Number | None:
-    """The number a #define expands to, if it is a (possibly negated, parenthesized) literal."""
-    return _literal_value(define.value_tokens)
-
-
-def _literal_value(tokens: tuple[Token, ...]) -> Number | None:
-    texts = [t.text for t in tokens]
-    while len(texts) >= 2 and texts[0] == "(" and texts[-1] == ")":
-        texts = texts[1:-1]
-    if texts in (["true"], ["false"]):
-        return int(texts[0] == "true")
-    sign = ""
-    if len(texts) == 2 and texts[0] in "+-":
-        sign, texts = texts[0], texts[1:]
-    if len(texts) != 1:
-        return None
-    try:
-        return parse_number(sign + texts[0])
-    except ValueError:
-        return None
-
-
 def _add_define_param(
-    collector: _Collector, annotated: _Define, annotations: list[tuple[Token, TuneComment]]
+    collector: _Collector, annotated: Define, annotations: list[tuple[Token, TuneComment]]
 ) -> None:
     """The annotation gives the domain; the definition the compiler sees (the annotated one
     unless the preprocessor skips it) gives the default, the place and the guard."""
@@ -328,7 +289,7 @@ def _add_define_param(
         raise AnnotuneError(
             f"function-like macro '{define.name}' cannot be tuned", define.name_location
         )
-    default = _define_value(define)
+    default = define_value(define)
     value_at = (
         source.location(define.value_span.start) if define.value_span else define.name_location
     )
@@ -396,7 +357,7 @@ def _annotune_pragma(collector: _Collector, source: SourceFile, directive: Direc
             f"'#pragma annotune {words[1].text}' needs an argument", source.location(words[1].end)
         )
     if words[1].text == "kernel":
-        return  # read with the kernel's signature by annotate.kernel
+        return  # read with the kernel's signature by annotate.kernels
     start, end = words[2].start, words[-1].end
     body = _join_continuations(source.slice(start, end))
     if words[1].text == "args":
@@ -472,8 +433,8 @@ def _add_pragma_param(
     if pragma.default is not None:
         default = pragma.default
         default_at = source.location_in(start, body, pragma.default_offset)
-    elif define is not None and _define_value(define) is not None:
-        default = _define_value(define)
+    elif define is not None and define_value(define) is not None:
+        default = define_value(define)
         default_at = define.file.location(define.value_span.start)
     else:
         default = pragma.domain.values[0]
@@ -662,7 +623,7 @@ class _Fixed:
 
 
 def _config_default(
-    collector: _Collector, spec: ConfigParam, define: _Define | None, fixed: _Fixed | None
+    collector: _Collector, spec: ConfigParam, define: Define | None, fixed: _Fixed | None
 ) -> Number:
     """A config parameter's default: the value the compiler sees when annotune passes nothing.
 
@@ -675,15 +636,15 @@ def _config_default(
     if fixed is None:
         if spec.default is not None:
             return spec.default
-        if define is not None and _define_value(define) is not None:
-            return _define_value(define)
+        if define is not None and define_value(define) is not None:
+            return define_value(define)
         raise AnnotuneError(
             f"'{spec.name}' is not #defined to a number in {collector.parsed.main.path} "
             "or its local headers; give it a default in the config",
             spec.location,
         )
     what = "unguarded #define" if fixed.kind == "#define" else fixed.kind
-    value = None if fixed.function_like else _compiler_value(collector, fixed.value_tokens)
+    value = None if fixed.function_like else compiler_value(fixed.value_tokens, collector.defines)
     where = fixed.value_location
     at = f"{where.file}:{where.line}:{where.column}"
     if value is None:
@@ -763,7 +724,7 @@ def _constant(collector: _Collector, spec: ConfigParam) -> _Fixed | None:
                 )
     if len(found) <= 1:
         return found[0] if found else None
-    values = [_compiler_value(collector, f.value_tokens) for f in found]
+    values = [compiler_value(f.value_tokens, collector.defines) for f in found]
     if None not in values and len(set(values)) == 1:  # one knob written in several places
         first = found[0]
         return dataclasses.replace(first, more_spans=tuple(f.span for f in found[1:]))
@@ -898,48 +859,13 @@ def _in_kernel_declarations(name: str, config: FileConfig) -> bool:
     )
 
 
-_EXPANSION_LIMIT = 4096  # tokens: a macro that expands further is not a knob's plain value
-
-
-def _compiler_value(collector: _Collector, tokens: tuple[Token, ...]) -> Number | None:
-    """The number a macro's value or a constant's initializer comes to, as the compiler would
-    compute it: a literal, or a C expression of literals and other macros kept by the
-    preprocessor (`(2 * BASE)`). None when it is anything else (a call, a cast, `sizeof`)."""
-    literal = _literal_value(tokens)
-    if literal is not None:
-        return literal
-    texts: list[str] = []
-    pending = [(token.text, frozenset()) for token in tokens]
-    pending.reverse()
-    while pending:
-        if len(texts) + len(pending) > _EXPANSION_LIMIT:
-            return None
-        text, expanding = pending.pop()
-        other = collector.defines.get(text)
-        if other is None or text in expanding:  # a name not defined, or its own expansion
-            texts.append(text)
-            continue
-        if not other.active or other.function_like:
-            return None
-        inner = expanding | {text}
-        pending.extend((token.text, inner) for token in reversed(other.value_tokens))
-    try:
-        expression = parse_expression(" ".join(texts), names=())
-        values, undefined = evaluate_with_undefined(expression, {}, rows=1)
-    except (ExpressionError, TypeError):
-        return None
-    if undefined[0]:
-        return None
-    return values[0].item()
-
-
 def defined_number(parsed: ParsedSource, name: str) -> Number | None:
     """The number `name` is #defined to in the user's files (the definition the preprocessor
     keeps), None when it is not defined to a number literal: a size's default."""
     collector = _Collector(parsed)
     _scan_file(collector, parsed.main, visited=set())
     define = collector.defines.get(name)
-    return _define_value(define) if define is not None and define.active else None
+    return define_value(define) if define is not None and define.active else None
 
 
 def _add_fixed(collector: _Collector, name: str, value: Number) -> None:

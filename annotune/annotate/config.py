@@ -17,7 +17,7 @@
     [file.env]                         # optional: set for every run
     OMP_PROC_BIND = "close"
     OMP_NUM_THREADS = "{THREADS}"      # a parameter's value: the variable is tuned
-    [[file.kernel]]                    # optional: kernel mode's launch (annotate.kernel)
+    [[file.kernel]]                    # optional: kernel mode's launch (annotate.kernels)
     name = "mm2_kernel1"
     grid = "NJ / DIM_THREAD_BLOCK_X, NI / DIM_THREAD_BLOCK_Y"
     block = "DIM_THREAD_BLOCK_X, DIM_THREAD_BLOCK_Y"
@@ -54,12 +54,18 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from annotune.annotate.grammar import Domain, GrammarError, Number, parse_domain
-from annotune.annotate.kernel import DeclaredClause, DeclaredKernel
+from annotune.annotate.grammar import (
+    DeclaredClause,
+    DeclaredKernel,
+    Domain,
+    GrammarError,
+    parse_domain,
+)
 from annotune.annotate.problem import EnvSetting, RunSettings
 from annotune.annotate.source import language_of
 from annotune.core.diagnostics import AnnotuneError, Location
 from annotune.core.inputs import CONFIG, SOURCE, check_input, read_text
+from annotune.core.records import Number
 
 PRESETS = ("nvcc", "gcc", "g++", "nvc", "nvc++", "cc", "c++")  # names build.compiler knows
 
@@ -165,7 +171,7 @@ class FileConfig:
     compiler: str | None = None
     command_include_dirs: tuple[str, ...] = ()
     command_flags: tuple[tuple[str, str], ...] = ()
-    kernels: tuple[DeclaredKernel, ...] = ()  # `[[file.kernel]]`, checked by annotate.kernel
+    kernels: tuple[DeclaredKernel, ...] = ()  # `[[file.kernel]]`, checked by annotate.kernels
 
 
 _TOML_TOKEN = re.compile(
@@ -530,7 +536,7 @@ def _file_config(
 
 
 def _kernels(entry: dict, where: _Positions, at: tuple) -> tuple[DeclaredKernel, ...]:
-    """`[[file.kernel]]`: each clause's text where it is written, for `annotate.kernel` to read
+    """`[[file.kernel]]`: each clause's text where it is written, for `annotate.kernels` to read
     with the pragma's grammar; here only the table's shape is checked."""
     tables = entry.get("kernel", [])
     if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):

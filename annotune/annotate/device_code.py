@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import clang.cindex as ci
 
-from annotune.annotate.kernel import parse_cuda
+from annotune.annotate.kernels import parse_cuda
 from annotune.annotate.source import ParsedSource, SourceFile, Token
 
 __all__ = [

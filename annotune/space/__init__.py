@@ -24,12 +24,7 @@ import numpy as np
 from annotune.space.chunks import CHUNK_BYTES, cartesian_chunks, chunk_rows
 from annotune.space.encoding import Encoding
 from annotune.space.errors import SpaceError, SpaceTooLarge
-from annotune.space.expressions import (
-    Expression,
-    ExpressionError,
-    evaluate,
-    parse_expression,
-)
+from annotune.space.expressions import Expression, ExpressionError, evaluate, parse_expression
 from annotune.space.params import Constraint, Param
 from annotune.space.sampling import draw_legal
 

@@ -9,9 +9,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from annotune.space.expressions import (
-    Expression,
-)
+from annotune.space.expressions import Expression
 
 CHUNK_BYTES = 1 << 28
 """About the memory one chunk of rows takes while the constraints are evaluated on it (index

@@ -12,9 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from annotune.space.errors import SpaceError
-from annotune.space.expressions import (
-    RESERVED_NAMES,
-)
+from annotune.space.expressions import RESERVED_NAMES
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _INT64 = np.iinfo(np.int64)

@@ -258,7 +258,7 @@ def global_functions(translation_unit, parsed) -> tuple[set[str], set[str]]:
     user's files (as kernel mode finds them)."""
     import clang.cindex as ci
 
-    from annotune.annotate.kernel import kernel_definitions
+    from annotune.annotate.kernels import kernel_definitions
 
     definitions = kernel_definitions(translation_unit, parsed)
     templates = {
@@ -273,7 +273,7 @@ def slice_row(unit: Unit, scratch: Path, nvcc: bool = False) -> dict:
     """One unit's slice compiled by NVRTC: kernels in the cubin, or the first error (`nvcc`:
     and nvcc's first error on the unit as written, or "compiles")."""
     from annotune.annotate.device_code import device_code
-    from annotune.annotate.kernel import parse_cuda
+    from annotune.annotate.kernels import parse_cuda
     from annotune.annotate.source import parse_source
     from annotune.builder.compiler import parse_ptxas
     from annotune.builder.nvrtc import (

@@ -2,7 +2,6 @@ import time
 
 import pytest
 
-from annotune.annotate import grammar
 from annotune.annotate.grammar import (
     GrammarError,
     find_tune_comments,
@@ -10,6 +9,7 @@ from annotune.annotate.grammar import (
     parse_number,
     parse_param_pragma,
 )
+from annotune.annotate.grammar import annotation as grammar
 
 
 @pytest.mark.parametrize(

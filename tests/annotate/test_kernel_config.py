@@ -9,7 +9,7 @@ import pytest
 
 from annotune.annotate import read_problem
 from annotune.annotate.config import load_file_config
-from annotune.annotate.kernel import KernelSpec, kernel_specs
+from annotune.annotate.kernels import KernelSpec, kernel_specs
 from annotune.annotate.source import parse_source
 from annotune.core.diagnostics import AnnotuneError
 

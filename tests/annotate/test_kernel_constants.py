@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from annotune.annotate.config import load_file_config
-from annotune.annotate.kernel import KernelSpec, LaunchConstant, kernel_specs
+from annotune.annotate.kernels import KernelSpec, LaunchConstant, kernel_specs
 from annotune.annotate.source import parse_source
 from annotune.core.diagnostics import AnnotuneError
 from annotune.run.kernel import fill_notes

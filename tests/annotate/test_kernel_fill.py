@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from annotune.annotate.kernel import KernelSpec, LaunchArg, LaunchError, kernel_specs
+from annotune.annotate.kernels import KernelSpec, LaunchArg, LaunchError, kernel_specs
 from annotune.annotate.source import parse_source
 from annotune.core.diagnostics import AnnotuneError
 from annotune.run.kernel import INTEGER_INPUT_LIMIT, input_data

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from annotune.annotate.kernel import KernelSpec, LaunchError, kernel_specs
+from annotune.annotate.kernels import KernelSpec, LaunchError, kernel_specs
 from annotune.annotate.source import parse_source
 from annotune.core.diagnostics import AnnotuneError
 

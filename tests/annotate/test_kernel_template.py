@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from annotune.annotate import read_problem
-from annotune.annotate.kernel import LaunchError, kernel_specs
+from annotune.annotate.kernels import LaunchError, kernel_specs
 from annotune.annotate.source import parse_source
 from annotune.core.diagnostics import AnnotuneError
 

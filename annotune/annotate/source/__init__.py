@@ -22,12 +22,13 @@ from annotune.annotate.source.arguments import (
     compiler_macros,
     language_of,
 )
-from annotune.annotate.source.parse import check_readable, parse_source
+from annotune.annotate.source.parse import KEEP_GOING, check_readable, parse_source
 from annotune.annotate.source.records import (
     Directive,
     FunctionDef,
     ParsedSource,
     SourceFile,
+    TextSpan,
     Token,
 )
 from annotune.annotate.source.strings import file_name
@@ -35,11 +36,13 @@ from annotune.annotate.source.strings import file_name
 __all__ = [
     "ANNOTUNE_INCLUDE_DIR",
     "CUDA_SHIM",
+    "KEEP_GOING",
     "SHIM_PATH",
     "Directive",
     "FunctionDef",
     "ParsedSource",
     "SourceFile",
+    "TextSpan",
     "Token",
     "check_readable",
     "clang_args",

@@ -31,11 +31,11 @@ from annotune.core.inputs import SOURCE, argument_path, check_input, read_input
 _FORCED = ("-include", "-imacros")  # compile-command options naming a file, not a directory
 
 # CXTranslationUnit_KeepGoing: keep parsing after a fatal error such as a missing header.
-_KEEP_GOING = 0x200
+KEEP_GOING = 0x200
 _PARSE_OPTIONS = (
     ci.TranslationUnit.PARSE_DETAILED_PROCESSING_RECORD
     | ci.TranslationUnit.PARSE_INCOMPLETE
-    | _KEEP_GOING
+    | KEEP_GOING
 )
 
 

@@ -116,6 +116,15 @@ class SourceFile:
 
 
 @dataclass(frozen=True)
+class TextSpan:
+    """Bytes [start, end) of a file: where a default value is written, for rewriting copies."""
+
+    file: str
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
 class FunctionDef:
     file: str
     name: str

@@ -40,10 +40,11 @@ from annotune.space.expressions.nodes import (
     Node,
     Unary,
 )
-from annotune.space.expressions.parser import MAX_DEPTH, RESERVED_NAMES, parse_expression
+from annotune.space.expressions.parser import ANY_NAME, MAX_DEPTH, RESERVED_NAMES, parse_expression
 from annotune.space.expressions.tokens import parse_constant, unexpected_character
 
 __all__ = [
+    "ANY_NAME",
     "Binary",
     "Conditional",
     "Expression",

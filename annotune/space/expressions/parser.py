@@ -6,7 +6,7 @@ entries, never Python frames; `MAX_DEPTH` bounds how deep they may nest.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Container
 from dataclasses import dataclass
 
 from annotune.space.expressions.errors import ExpressionError
@@ -30,6 +30,16 @@ evaluated (`Expression.width`) small. Chains such as `a + b + ... + z` do not ne
 
 RESERVED_NAMES = frozenset({"min", "max", "true", "false"})
 """Words that constraints use themselves, so no parameter can be called that."""
+
+
+class _AnyName:
+    def __contains__(self, name: object) -> bool:
+        return True
+
+
+ANY_NAME: Container[str] = _AnyName()
+"""Every name, for `parse_expression`: syntax is checked, and the caller checks the names after,
+each with its own message (a kernel's clause, a macro's body)."""
 
 _PRECEDENCE = {
     "||": 1, "&&": 2, "|": 3, "^": 4, "&": 5,
@@ -230,7 +240,7 @@ def _float_operand_error(op: str, offset: int) -> ExpressionError:
     )
 
 
-def parse_expression(text: str, names: Collection[str]) -> Expression:
+def parse_expression(text: str, names: Container[str]) -> Expression:
     """Parse the C expression `text`, whose identifiers must all be among `names`.
 
     Raises ExpressionError with the offset of the offending token. Syntax is checked before

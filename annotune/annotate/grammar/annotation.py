@@ -20,9 +20,13 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from annotune.space.expressions import ExpressionError, parse_constant, unexpected_character
-
-Number = int | float
+from annotune.core.records import Number
+from annotune.space.expressions import (
+    ExpressionError,
+    TextError,
+    parse_constant,
+    unexpected_character,
+)
 
 # Tokens of the small annotation language: names, numbers, punctuation. This is a lexer for
 # our own mini-language (the C source itself is read by libclang). A number is lexed as C's
@@ -44,13 +48,10 @@ MAX_DOMAIN_SIZE = 1_000_000
 must be an error, not an attempt to build a trillion-value tuple."""
 
 
-class GrammarError(ValueError):
-    """A mistake in annotation text, at `offset` characters into it."""
-
-    def __init__(self, message: str, offset: int):
-        super().__init__(message)
-        self.message = message
-        self.offset = offset
+class GrammarError(TextError):
+    """A mistake in annotation text, at `offset` characters into it: the annotation grammar's
+    one error (a number's mistake, read by the expression grammar's rules, is turned into one
+    at the number's offset)."""
 
 
 @dataclass(frozen=True)
