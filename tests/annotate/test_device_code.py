@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import annotune.annotate as annotate
-import annotune.annotate.device_code as device_code_module
+import annotune.annotate.device_code.spans as device_code_module
 import annotune.annotate.kernels.specs as kernel_module
 from annotune.annotate import read_problem
 from annotune.annotate.device_code import (
