@@ -6,10 +6,10 @@ import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 
-from annotune.annotate.collect import collect
 from annotune.annotate.config import FileConfig, find_config, load_file_config
 from annotune.annotate.device_code import device_code as _device_code
 from annotune.annotate.kernels import declares_kernels, kernel_specs, parse_cuda
+from annotune.annotate.knobs import collect
 from annotune.annotate.problem import ConstraintDecl, Problem, TunableParam, Use
 from annotune.annotate.source import (
     ParsedSource,

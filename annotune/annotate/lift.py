@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from annotune.annotate import read_problem_and_source
-from annotune.annotate.collect import is_annotation
+from annotune.annotate.knobs import is_annotation
 from annotune.annotate.problem import TunableParam
 from annotune.annotate.source import Directive, SourceFile, Token
 from annotune.core.diagnostics import AnnotuneError, Location

@@ -18,7 +18,7 @@ from annotune.annotate.config.located_toml import Positions, parse_toml
 from annotune.annotate.config.records import ConfigParam, FileConfig
 from annotune.annotate.config.settings import run_settings
 from annotune.annotate.config.values import C_NAME, quoted_key, resolved, string_list, table_value
-from annotune.annotate.grammar import GrammarError, parse_domain
+from annotune.annotate.grammar import CLAUSES, GrammarError, parse_domain
 from annotune.core.diagnostics import AnnotuneError
 from annotune.core.inputs import CONFIG, read_text
 
@@ -41,7 +41,7 @@ _FILE_KEYS = {
     "kernel",
 }
 _PARAM_KEYS = {"domain", "default"}
-_KERNEL_KEYS = {"name", "grid", "block", "shared", "args", "tolerance", "constants"}  # clauses
+_KERNEL_KEYS = {"name", *CLAUSES}
 
 
 def load_file_config(config_path: Path, source: Path) -> FileConfig | None:

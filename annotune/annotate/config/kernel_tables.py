@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from annotune.annotate.config.located_toml import Positions
 from annotune.annotate.config.values import C_NAME
-from annotune.annotate.grammar import DeclaredClause, DeclaredKernel
+from annotune.annotate.grammar import CLAUSES, DeclaredClause, DeclaredKernel
 from annotune.core.diagnostics import AnnotuneError
 
 
@@ -29,7 +29,7 @@ def kernel_tables(entry: dict, where: Positions, at: tuple) -> tuple[DeclaredKer
                 where.value((*here, "name")) if "name" in table else where.key(here),
             )
         clauses = []
-        for clause in ("grid", "block", "shared", "args", "tolerance", "constants"):
+        for clause in CLAUSES:
             value = table.get(clause)
             if value is None:
                 continue

@@ -25,7 +25,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from annotune.annotate.source import Directive, SourceFile
+from annotune.annotate.source import Directive, SourceFile, join_continuations
 from annotune.core.diagnostics import AnnotuneError, Location
 
 CLAUSES = ("grid", "block", "shared", "args", "tolerance", "constants")
@@ -128,7 +128,7 @@ def _kernel_name(text: LocatedText, what: str) -> tuple[str, Location, TemplateT
 def pragma_declaration(source: SourceFile, directive: Directive) -> Declaration:
     keyword = directive.words[1]
     raw = source.slice(keyword.end, directive.end)
-    text = LocatedText(raw.replace("\\\r\n", " \r\n").replace("\\\n", " \n"), source, keyword.end)
+    text = LocatedText(join_continuations(raw), source, keyword.end)
     name, where, template, end = _kernel_name(text, "'#pragma annotune kernel'")
     return Declaration(name, where, _clauses(text, end), template=template)
 

@@ -22,6 +22,7 @@ from annotune.annotate.source.arguments import (
     compiler_macros,
     language_of,
 )
+from annotune.annotate.source.lexing import join_continuations
 from annotune.annotate.source.parse import KEEP_GOING, check_readable, parse_source
 from annotune.annotate.source.records import (
     Directive,
@@ -48,6 +49,7 @@ __all__ = [
     "clang_args",
     "compiler_macros",
     "file_name",
+    "join_continuations",
     "language_of",
     "parse_source",
 ]

@@ -163,3 +163,8 @@ def _comment_alone_on_line_above(
     if not _blank(data[_line_start(data, previous.start) : previous.start]):
         return None
     return previous
+
+
+def join_continuations(text: str) -> str:
+    """Blank out the backslashes of continued lines; every character keeps its offset."""
+    return text.replace("\\\r\n", " \r\n").replace("\\\n", " \n")
