@@ -12,7 +12,7 @@ from annotune.annotate.kernels import KernelSpec, LaunchError, kernel_specs
 from annotune.annotate.source import parse_source
 from annotune.core.diagnostics import AnnotuneError
 
-FIXTURE = Path(__file__).parent.parent / "data" / "kernel" / "jacobi.cu"
+FIXTURE = Path(__file__).parents[2] / "data" / "kernel" / "jacobi.cu"
 PARAMS = ("BLOCK_X", "BLOCK_Y")
 KERNEL = "__global__ void k(const float *in, float *out, int n) { out[0] = in[0] * n; }\n"
 

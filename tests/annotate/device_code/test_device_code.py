@@ -25,7 +25,7 @@ nvrtc = pytest.importorskip(
     "cuda.bindings.nvrtc", reason="cuda-python's NVRTC bindings (cuda.bindings.nvrtc) missing"
 )
 
-REPO = Path(__file__).resolve().parent.parent.parent
+REPO = Path(__file__).resolve().parents[3]
 CONV2D = REPO / "examples" / "cuda" / "conv2d" / "conv2d.cu"
 JACOBI = REPO / "tests" / "data" / "kernel" / "jacobi.cu"
 CUDA_INCLUDE = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "include"

@@ -47,9 +47,7 @@ def rtol(problem, **given) -> float:
 
 
 @pytest.mark.parametrize("declared", ["1e-3", '"1e-3"'])
-def test_the_declared_tolerance_is_the_checks_unless_the_command_line_gives_one(
-    tmp_path, declared
-):
+def test_the_declared_tolerance_is_the_checks_unless_the_command_line_gives_one(tmp_path, declared):
     problem = problem_of(tmp_path, config=CONFIG.format(tolerance=declared))
     assert problem.kernels[0].tolerance == 1e-3
     assert rtol(problem) == 1e-3
