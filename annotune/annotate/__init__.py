@@ -6,18 +6,18 @@ import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 
-from annotune.annotate.collect import collect
 from annotune.annotate.config import FileConfig, find_config, load_file_config
 from annotune.annotate.device_code import device_code as _device_code
-from annotune.annotate.frontend import (
+from annotune.annotate.kernels import declares_kernels, kernel_specs, parse_cuda
+from annotune.annotate.knobs import collect
+from annotune.annotate.problem import ConstraintDecl, Problem, TunableParam, Use
+from annotune.annotate.source import (
     ParsedSource,
     check_readable,
     compiler_macros,
     language_of,
     parse_source,
 )
-from annotune.annotate.kernel import declares_kernels, kernel_specs, parse_cuda
-from annotune.annotate.problem import ConstraintDecl, Problem, TunableParam, Use
 from annotune.core.diagnostics import AnnotuneError, Location
 from annotune.core.records import Number
 from annotune.space import Param, Space, SpaceError

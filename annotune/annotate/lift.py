@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from annotune.annotate import read_problem_and_source
-from annotune.annotate.collect import is_annotation
-from annotune.annotate.frontend import Directive, SourceFile, Token
+from annotune.annotate.knobs import is_annotation
 from annotune.annotate.problem import TunableParam
+from annotune.annotate.source import Directive, SourceFile, Token
 from annotune.core.diagnostics import AnnotuneError, Location
 from annotune.core.files import replace_atomically
 from annotune.core.inputs import SOURCE, read_input

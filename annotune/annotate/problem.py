@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from annotune.annotate.device_code import DeviceCode
-from annotune.annotate.kernel import KernelSpec
+from annotune.annotate.kernels import KernelSpec
+from annotune.annotate.source import TextSpan
 from annotune.core.diagnostics import AnnotuneError, Location
 from annotune.core.literals import as_declared, c_literal
 from annotune.core.records import Number
@@ -39,15 +40,6 @@ class Use:
         if self.detail:
             data["detail"] = self.detail
         return data
-
-
-@dataclass(frozen=True)
-class TextSpan:
-    """Bytes [start, end) of a file: where a default value is written, for rewriting copies."""
-
-    file: str
-    start: int
-    end: int
 
 
 @dataclass(frozen=True)

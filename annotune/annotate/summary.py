@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from annotune.annotate import Problem, problem_space
-from annotune.annotate.frontend import ParsedSource
 from annotune.annotate.problem import kernel_only_params
+from annotune.annotate.source import ParsedSource
 from annotune.core.diagnostics import AnnotuneError, Location
 from annotune.core.literals import value_text
 from annotune.core.records import Number

@@ -44,8 +44,8 @@ from types import TracebackType
 
 from annotune.annotate import Problem
 from annotune.annotate.device_code import DeviceCode
-from annotune.annotate.frontend import ANNOTUNE_INCLUDE_DIR
-from annotune.annotate.kernel import LaunchError
+from annotune.annotate.kernels import LaunchError
+from annotune.annotate.source import ANNOTUNE_INCLUDE_DIR
 from annotune.builder.compiler import (
     CompilerCommand,
     CompileResult,

@@ -58,7 +58,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from annotune.annotate.kernel import KernelSpec, Launch, LaunchArg, LaunchConstant, LaunchError
+from annotune.annotate.kernels import KernelSpec, Launch, LaunchArg, LaunchConstant, LaunchError
 from annotune.core.diagnostics import AnnotuneError
 from annotune.core.records import BuildResult, Measurement, Number
 from annotune.core.stats import median_interval, relative_halfwidth
@@ -640,7 +640,7 @@ def _batch_size(sampling: Sampling, times: Sequence[float], seconds: float) -> i
 
 
 def input_data(arg: LaunchArg, rng: np.random.Generator) -> np.ndarray:
-    """An input array's elements: by its fill rule (`annotate.kernel.FILLS`, bounds checked
+    """An input array's elements: by its fill rule (`annotate.grammar.FILLS`, bounds checked
     when the launch was computed), else floats uniform in [0, 1), booleans 0 or 1 and other
     integers in [0, INTEGER_INPUT_LIMIT)."""
     dtype = np.dtype(arg.dtype)

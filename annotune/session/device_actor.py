@@ -17,7 +17,7 @@ from annotune.session.replay_device import ReplayMeasurer, ReplayTable
 
 if TYPE_CHECKING:
     from annotune.annotate import Problem
-    from annotune.annotate.kernel import KernelSpec
+    from annotune.annotate.kernels import KernelSpec
     from annotune.builder import CompilerCommand
     from annotune.run.program import RunSpec
     from annotune.session.options import MeasureSettings

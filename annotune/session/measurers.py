@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from annotune.annotate import Problem
-from annotune.annotate.kernel import KernelSpec, LaunchError
+from annotune.annotate.kernels import KernelSpec, LaunchError
 from annotune.annotate.problem import chosen_kernel
 from annotune.core.records import BuildResult, Measurement, Number
 from annotune.run import energy

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from annotune import __version__
 from annotune.annotate import Problem, read_problem, read_problem_and_source
-from annotune.annotate.collect import defined_number
+from annotune.annotate.knobs import defined_number
 from annotune.annotate.summary import require_legal
 from annotune.core.diagnostics import AnnotuneError
 from annotune.emit import tuned_header_path, write_if_changed

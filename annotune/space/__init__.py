@@ -9,25 +9,24 @@ columns by repeated divmod (the first parameter varies slowest), and each constr
 only on the rows that all earlier constraints left legal. A constraint that is undefined in C on a
 row (division by zero, an out-of-range shift) makes that row illegal; see
 annotune.space.expressions.
+
+The rooms: the parameters and their checks (`params`), the row encoding (`encoding`), chunks of
+Cartesian rows sized to a memory budget (`chunks`), random legal rows (`sampling`), the errors
+(`errors`), and the constraints' parser and evaluator (`expressions`); `Space` ties them.
 """
 
 from __future__ import annotations
 
-import functools
-import math
-import re
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from annotune.space.expressions import (
-    RESERVED_NAMES,
-    Expression,
-    ExpressionError,
-    evaluate,
-    parse_expression,
-)
+from annotune.space.chunks import CHUNK_BYTES, cartesian_chunks, chunk_rows
+from annotune.space.encoding import Encoding
+from annotune.space.errors import SpaceError, SpaceTooLarge
+from annotune.space.expressions import Expression, ExpressionError, evaluate, parse_expression
+from annotune.space.params import Constraint, Param
+from annotune.space.sampling import draw_legal
 
 __all__ = [
     "CHUNK_BYTES",
@@ -55,61 +54,8 @@ MAX_SAMPLE_DRAWS = 1 << 25
 MAX_CANDIDATES = 1_000_000
 """Spaces with more legal configurations are searched over a uniform sample of this many."""
 
-CHUNK_BYTES = 1 << 28
-"""About the memory one chunk of rows takes while the constraints are evaluated on it (index
-and value columns, intermediate results). Rows are taken 2^20 at a time unless a space's many
-parameters or deeply nested constraints need smaller chunks to stay within it."""
 
-_MAX_CHUNK_ROWS = 1 << 20
-_MIN_CHUNK_ROWS = 1 << 6
-
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_INT64 = np.iinfo(np.int64)
-
-
-class SpaceError(ValueError):
-    """An invalid parameter or constraint, or a space that cannot do what was asked.
-
-    `param` names the offending parameter; `constraint` is the index of the offending constraint
-    and `offset` the character offset in its text, so the front end can point at the source.
-    """
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        param: str | None = None,
-        constraint: int | None = None,
-        offset: int | None = None,
-    ):
-        super().__init__(message)
-        self.message = message
-        self.param = param
-        self.constraint = constraint
-        self.offset = offset
-
-
-class SpaceTooLarge(SpaceError):
-    """The space is too large to enumerate; sample it instead."""
-
-
-@dataclass(frozen=True)
-class Param:
-    """A tunable parameter: its domain in the user's order and its default (one of the values)."""
-
-    name: str
-    values: tuple[int | float, ...]
-    default: int | float
-
-
-@dataclass(frozen=True)
-class Constraint:
-    """A C expression over parameter names, as written; legal where it is nonzero."""
-
-    text: str
-
-
-class Space:
+class Space(Encoding):
     """Parameters and constraints, with enumeration, uniform sampling and the row encoding.
 
     Validates everything on construction and raises SpaceError; every constraint is parsed and
@@ -117,25 +63,14 @@ class Space:
     """
 
     def __init__(self, params: Sequence[Param], constraints: Sequence[str | Constraint]):
-        self.params: tuple[Param, ...] = tuple(params)
-        self.names: tuple[str, ...] = tuple(p.name for p in self.params)
-        checked = [_check_param(param) for param in self.params]
-        self._values = [values for values, _ in checked]
-        self._columns = [column for _, column in checked]
-        self._position: dict[str, int] = {}
-        for j, name in enumerate(self.names):
-            if name in self._position:
-                raise SpaceError(f"duplicate parameter '{name}'", param=name)
-            self._position[name] = j
-        self.sizes: tuple[int, ...] = tuple(len(values) for values in self._values)
-        self.cartesian_size: int = math.prod(self.sizes)
+        super().__init__(params)
         self.constraints: tuple[Constraint, ...] = tuple(
             c if isinstance(c, Constraint) else Constraint(c) for c in constraints
         )
         self.expressions: tuple[Expression, ...] = tuple(
             self._parse(i, c.text) for i, c in enumerate(self.constraints)
         )
-        self._chunk_rows = _chunk_rows(len(self.names), self.expressions)
+        self._chunk_rows = chunk_rows(len(self.names), self.expressions)
 
     def _parse(self, index: int, text: str) -> Expression:
         try:
@@ -145,50 +80,6 @@ class Space:
         except ExpressionError as error:
             raise SpaceError(error.message, constraint=index, offset=error.offset) from error
         return expr
-
-    # -- encoding ----------------------------------------------------------------------------
-
-    def default_row(self) -> np.ndarray:
-        """The default configuration as a (d,) index row."""
-        return np.array(
-            [values.index(p.default) for p, values in zip(self.params, self._values, strict=True)],
-            np.int32,
-        )
-
-    def index_row(self, params: Mapping[str, int | float]) -> np.ndarray | None:
-        """The (d,) index row of a configuration that names every parameter; None when one is
-        missing or a value is not in its domain."""
-        try:
-            indices = [
-                positions[params[name]]
-                for name, positions in zip(self.names, self._positions, strict=True)
-            ]
-        except (KeyError, TypeError):  # TypeError: an unhashable value, in no domain
-            return None
-        return np.array(indices, np.int32)
-
-    @functools.cached_property
-    def _positions(self) -> list[dict[int | float, int]]:
-        """Each domain's {value: index}: configurations are looked up one by one (resuming a
-        study), and a linear search per value would be quadratic in a million-value domain.
-        Built on first use, which `scan` never makes. 1 and 1.0 find the same entry, as ==."""
-        return [{value: i for i, value in enumerate(values)} for values in self._values]
-
-    def decode(self, index_rows: np.ndarray) -> np.ndarray:
-        """The actual values of (k, d) index rows, as a float64 (k, d) matrix."""
-        rows = self._check_rows(index_rows)
-        decoded = np.empty(rows.shape, np.float64)
-        for j, column in enumerate(self._columns):
-            decoded[:, j] = column[rows[:, j]]
-        return decoded
-
-    def to_dicts(self, index_rows: np.ndarray) -> list[dict[str, int | float]]:
-        """One {name: value} per row, with Python ints for integer values."""
-        rows = self._check_rows(index_rows)
-        return [
-            {name: values[i] for name, values, i in zip(self.names, self._values, row, strict=True)}
-            for row in rows.tolist()
-        ]
 
     def is_legal(self, index_rows: np.ndarray) -> np.ndarray:
         """A bool mask: which of the (k, d) index rows satisfy every constraint."""
@@ -202,17 +93,6 @@ class Space:
             alive, _ = self._filter([part[:, j] for j in range(len(self.names))], len(part))
             mask[start + alive] = True
         return mask
-
-    def _check_rows(self, index_rows: np.ndarray) -> np.ndarray:
-        rows = np.asarray(index_rows)
-        if rows.ndim != 2 or rows.shape[1] != len(self.names) or rows.dtype.kind not in "iu":
-            raise ValueError(
-                f"expected a (k, {len(self.names)}) integer index matrix, "
-                f"got shape {rows.shape} and dtype {rows.dtype}"
-            )
-        if len(rows) and ((rows < 0).any() or (rows >= np.array(self.sizes)).any()):
-            raise ValueError("index out of range for a parameter's domain")
-        return rows
 
     # -- constraints -------------------------------------------------------------------------
 
@@ -247,24 +127,15 @@ class Space:
 
     # -- enumeration -------------------------------------------------------------------------
 
-    def _chunks(self, chunk_size: int) -> Iterator[list[np.ndarray]]:
-        """Index columns of consecutive Cartesian rows, first parameter slowest."""
-        if chunk_size < 1:
-            raise ValueError("chunk_size must be positive")
-        for start in range(0, self.cartesian_size, chunk_size):
-            linear = np.arange(start, min(start + chunk_size, self.cartesian_size), dtype=np.int64)
-            columns: list[np.ndarray] = [linear] * len(self.sizes)
-            for j in reversed(range(len(self.sizes))):
-                linear, columns[j] = np.divmod(linear, self.sizes[j])
-            yield columns
-
     def iter_legal(self, chunk_size: int | None = None) -> Iterator[np.ndarray]:
         """Legal rows as int32 (k, d) index chunks, in lexicographic order; lazy, so no limit.
 
         `chunk_size` Cartesian rows are looked at a time; by default as many as fit in
         CHUNK_BYTES, at most 2^20.
         """
-        for columns in self._chunks(self._chunk_rows if chunk_size is None else chunk_size):
+        for columns in cartesian_chunks(
+            self.sizes, self._chunk_rows if chunk_size is None else chunk_size
+        ):
             rows = len(columns[0]) if columns else 1
             alive, _ = self._filter(columns, rows)
             if len(alive):
@@ -301,14 +172,14 @@ class Space:
         is legal, since it cannot be decided.
         """
         if self.cartesian_size > ENUMERATION_LIMIT:
-            if len(self._draw_legal(1, np.random.default_rng(0), SAMPLE_ENUMERATION_LIMIT)):
+            if len(self._draw(1, np.random.default_rng(0), SAMPLE_ENUMERATION_LIMIT)):
                 return None
             raise SpaceTooLarge(
                 f"no legal configuration in {SAMPLE_ENUMERATION_LIMIT:,} random draws, and the "
                 f"space has {self.cartesian_size:,}, too many to enumerate"
             )
         deepest = 0
-        for columns in self._chunks(self._chunk_rows):
+        for columns in cartesian_chunks(self.sizes, self._chunk_rows):
             alive, depth = self._filter(columns, len(columns[0]) if columns else 1)
             if len(alive):
                 return None
@@ -342,7 +213,7 @@ class Space:
         if n < 0:
             raise ValueError("n must be non-negative")
         if self.cartesian_size > SAMPLE_ENUMERATION_LIMIT:
-            found = self._draw_legal(n, rng, MAX_SAMPLE_DRAWS)
+            found = self._draw(n, rng, MAX_SAMPLE_DRAWS)
             if len(found) == n:
                 return found
             if self.cartesian_size > ENUMERATION_LIMIT:
@@ -358,114 +229,6 @@ class Space:
             )
         return legal[rng.choice(len(legal), size=n, replace=False)]
 
-    def _draw_legal(self, n: int, rng: np.random.Generator, max_draws: int) -> np.ndarray:
+    def _draw(self, n: int, rng: np.random.Generator, max_draws: int) -> np.ndarray:
         """Up to `n` distinct legal rows, in the order first drawn, from at most `max_draws`."""
-        found = np.empty((0, len(self.names)), np.int32)
-        draws = hits = 0
-        while len(found) < n and draws < max_draws:
-            # Size the batch from the legal fraction seen so far (optimistic until a hit).
-            wanted = (n - len(found)) * (draws + 1) / (hits + 1) * 1.2
-            batch = int(min(max(wanted, 4096), self._chunk_rows, max_draws - draws))
-            rows = np.empty((batch, len(self.names)), np.int32)
-            for j, size in enumerate(self.sizes):
-                rows[:, j] = rng.integers(0, size, size=batch, dtype=np.int32)
-            legal = rows[self._legal_mask(rows)]
-            draws += batch
-            hits += len(legal)
-            found = _first_distinct(np.concatenate([found, legal]))
-        return found[:n]
-
-
-def _first_distinct(rows: np.ndarray) -> np.ndarray:
-    """The distinct rows of `rows`, each at its first occurrence, in order."""
-    keys = np.ascontiguousarray(rows).view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1])))
-    _, first = np.unique(keys[:, 0], return_index=True)
-    return rows[np.sort(first)]
-
-
-def _check_param(param: Param) -> tuple[tuple[int | float, ...], np.ndarray]:
-    """Validate one parameter; its values as plain Python ints and floats, and as an array
-    (int64 when every value is an integer, else float64)."""
-    name = param.name
-    if not isinstance(name, str) or not _NAME.fullmatch(name):
-        raise SpaceError(f"parameter name {name!r} is not a C identifier", param=str(name))
-    if name in RESERVED_NAMES:
-        raise SpaceError(f"parameter name '{name}' is reserved in constraints", param=name)
-    if len(param.values) == 0:
-        raise SpaceError(f"parameter '{name}' has an empty domain", param=name)
-    column = _integer_column(param.values)
-    values: tuple[int | float, ...] | None = None
-    if column is not None:
-        values = tuple(column.tolist())
-        if len(set(values)) != len(values):
-            values = None  # a duplicate: the check below says which
-    if values is None:
-        values = _check_values(param)
-        column = _value_column(values)
-    if _plain_number(param.default) not in values:
-        raise SpaceError(
-            f"default {param.default!r} of parameter '{name}' is not in its domain", param=name
-        )
-    return values, column
-
-
-def _integer_column(values: Sequence[object]) -> np.ndarray | None:
-    """The domain as int64 when numpy reads it as integers (a range(), a million values, in
-    milliseconds); None for anything else, which is checked value by value."""
-    try:
-        array = np.asarray(values)
-    except (ValueError, TypeError, OverflowError):  # ragged, or numbers numpy cannot hold
-        return None
-    if array.ndim != 1 or array.dtype.kind not in "bi":
-        return None
-    return array.astype(np.int64)
-
-
-def _check_values(param: Param) -> tuple[int | float, ...]:
-    """The values one by one: the first one that is no plain number, or repeats, is the error."""
-    values: list[int | float] = []
-    seen: set[int | float] = set()
-    for value in param.values:
-        number = _plain_number(value)
-        if number is None:
-            raise SpaceError(
-                f"parameter '{param.name}' has the value {value!r}; values must be integers "
-                "that fit in 64 bits or finite floats",
-                param=param.name,
-            )
-        if number in seen:
-            raise SpaceError(
-                f"parameter '{param.name}' has the value {value!r} twice", param=param.name
-            )
-        seen.add(number)
-        values.append(number)
-    return tuple(values)
-
-
-def _plain_number(value: object) -> int | float | None:
-    """A finite int (within int64) or float as a Python number; None for anything else."""
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, int) and _INT64.min <= value <= _INT64.max:
-        return value
-    if isinstance(value, float) and math.isfinite(value):
-        return value
-    return None
-
-
-def _value_column(values: tuple[int | float, ...]) -> np.ndarray:
-    """The domain as an array: int64 when every value is an integer, else float64."""
-    if all(isinstance(v, int) for v in values):
-        return np.array(values, np.int64)
-    return np.array(values, np.float64)
-
-
-def _chunk_rows(params: int, expressions: Sequence[Expression]) -> int:
-    """How many rows a chunk holds within CHUNK_BYTES: per row, each parameter's int64 index,
-    int32 output and int64 value column, and each intermediate result of the widest
-    constraint (int64 values, a bool mask, the operation's temporary)."""
-    width = max((expr.width for expr in expressions), default=0)
-    per_row = 20 * params + 17 * (width + 1)
-    return max(_MIN_CHUNK_ROWS, min(_MAX_CHUNK_ROWS, CHUNK_BYTES // per_row))
+        return draw_legal(self.sizes, self._legal_mask, self._chunk_rows, n, rng, max_draws)

@@ -141,7 +141,7 @@ def hecbench_units(name: str, suite_root: Path, scratch: Path) -> list[Unit]:
     or include directory but what its Makefile always gives (`makefile_flags`). Raises
     AnnotuneError when the toml cannot be read."""
     from annotune.annotate.config import load_file_config
-    from annotune.annotate.frontend import compiler_macros, language_of
+    from annotune.annotate.source import compiler_macros, language_of
 
     corpus = tomllib.loads((HERE / "hecbench" / "corpus.toml").read_text())["program"]
     if name not in corpus:
@@ -230,7 +230,7 @@ def suite_units(
 ) -> tuple[list[Unit], int]:
     """The translation units of the suite's programs (`draw`: (count, seed) of the programs
     that have one, else all), and how many program directories hold no kernel."""
-    from annotune.annotate.frontend import compiler_macros
+    from annotune.annotate.source import compiler_macros
 
     rules = tomllib.loads((HERE / "suites.toml").read_text())[suite]
     root = suite_root.resolve()
@@ -258,7 +258,7 @@ def global_functions(translation_unit, parsed) -> tuple[set[str], set[str]]:
     user's files (as kernel mode finds them)."""
     import clang.cindex as ci
 
-    from annotune.annotate.kernel import kernel_definitions
+    from annotune.annotate.kernels import kernel_definitions
 
     definitions = kernel_definitions(translation_unit, parsed)
     templates = {
@@ -273,8 +273,8 @@ def slice_row(unit: Unit, scratch: Path, nvcc: bool = False) -> dict:
     """One unit's slice compiled by NVRTC: kernels in the cubin, or the first error (`nvcc`:
     and nvcc's first error on the unit as written, or "compiles")."""
     from annotune.annotate.device_code import device_code
-    from annotune.annotate.frontend import parse_source
-    from annotune.annotate.kernel import parse_cuda
+    from annotune.annotate.kernels import parse_cuda
+    from annotune.annotate.source import parse_source
     from annotune.builder.compiler import parse_ptxas
     from annotune.builder.nvrtc import (
         NvrtcRequest,

@@ -37,7 +37,7 @@ import numpy as np
 import pytest
 
 from annotune.annotate import problem_space, read_problem
-from annotune.annotate.frontend import ANNOTUNE_INCLUDE_DIR
+from annotune.annotate.source import ANNOTUNE_INCLUDE_DIR
 from annotune.builder import Builder
 from annotune.builder.nvrtc import nvrtc_unavailable
 from annotune.core.diagnostics import AnnotuneError

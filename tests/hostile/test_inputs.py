@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from annotune.annotate import frontend
+from annotune.annotate.source import bounded
 from annotune.core import inputs
 from annotune.core.inputs import InputKind
 
@@ -131,8 +131,8 @@ def results_limit(monkeypatch: pytest.MonkeyPatch, data: bytes) -> list[str]:
 def bomb(monkeypatch: pytest.MonkeyPatch, memory: int, seconds: int) -> list[str]:
     """A source whose one macro use expands to 2**40 tokens, parsed under small limits (so that
     the test itself can never take the machine's memory)."""
-    monkeypatch.setattr(frontend, "PARSE_MEMORY", memory)
-    monkeypatch.setattr(frontend, "PARSE_SECONDS", seconds)
+    monkeypatch.setattr(bounded, "PARSE_MEMORY", memory)
+    monkeypatch.setattr(bounded, "PARSE_SECONDS", seconds)
     levels = "".join(f"#define L{i} L{i - 1} L{i - 1}\n" for i in range(1, 41))
     return scan(write("k.c", "#define L0 x\n" + levels + OK + "int f(void) { L40; }\n"))
 

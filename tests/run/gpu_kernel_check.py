@@ -27,8 +27,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from annotune.annotate.frontend import parse_source  # noqa: E402
-from annotune.annotate.kernel import KernelSpec, kernel_specs  # noqa: E402
+from annotune.annotate.kernels import KernelSpec, kernel_specs  # noqa: E402
+from annotune.annotate.source import parse_source  # noqa: E402
 from annotune.builder import cubin_compiler  # noqa: E402
 from annotune.core.records import BuildResult  # noqa: E402
 from annotune.run.backends import (  # noqa: E402

@@ -23,8 +23,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from annotune.annotate.frontend import parse_source
-from annotune.annotate.kernel import KernelSpec, kernel_specs
+from annotune.annotate.kernels import KernelSpec, kernel_specs
+from annotune.annotate.source import parse_source
 from annotune.builder import cubin_compiler
 from annotune.core.diagnostics import AnnotuneError
 from annotune.core.records import BuildResult, objective_value

@@ -15,6 +15,7 @@ import pytest
 
 from annotune import space as space_module
 from annotune.space import Constraint, Param, Space, SpaceError, SpaceTooLarge
+from annotune.space import chunks as chunks_module
 
 
 def brute_force(space: Space, legal: Callable[..., bool]) -> list[tuple[int, ...]]:
@@ -339,7 +340,7 @@ def test_a_space_too_large_to_count_says_so() -> None:
 
 
 def test_chunks_shrink_to_the_memory_budget(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(space_module, "CHUNK_BYTES", 1 << 16)  # 64 KiB: chunks of 720 rows
+    monkeypatch.setattr(chunks_module, "CHUNK_BYTES", 1 << 16)  # 64 KiB: chunks of 720 rows
     space = Space([Param("a", tuple(range(60)), 0), Param("b", tuple(range(60)), 0)], ["a < b"])
     chunks = list(space.iter_legal())
     assert max(len(chunk) for chunk in chunks) <= 1024 and len(chunks) > 1
@@ -352,7 +353,7 @@ def test_a_deeply_nested_constraint_is_evaluated_in_bounded_memory(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """150 levels keep 151 columns alive at once; 2^17 rows of them would take 160 MB."""
-    monkeypatch.setattr(space_module, "CHUNK_BYTES", 1 << 22)
+    monkeypatch.setattr(chunks_module, "CHUNK_BYTES", 1 << 22)
     params = [Param(f"p{i}", (0, 1), 0) for i in range(17)]
     space = Space(params, ["(p0 + " * 150 + "p1" + ")" * 150 + " > 149"])
     tracemalloc.start()

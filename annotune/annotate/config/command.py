@@ -1,0 +1,249 @@
+"""The compile command a config gives (`compile`), and what it tells the preprocessor.
+
+libclang reads the source as `compile` has the compiler read it, or scan and tune would
+disagree on which `#if` branch is taken: in the language it names (`-x cu` makes a .cpp CUDA; a
+C++ driver such as g++ reads a .c as C++), with its `-D`/`-U` flags in order, its include
+directories (`-I`, `-iquote`, `-isystem`, `-idirafter`, nvcc's long spellings) and its forced
+includes (`-include`, `-imacros`). `defines` become `-D` flags of the compile command itself,
+before `{source}`, so they reach every variant's compile: hence they need a template, and a
+macro the template already sets may not be set again to another value."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from annotune.annotate.config.located_toml import Positions
+from annotune.annotate.config.values import resolved, string_list
+from annotune.annotate.source import language_of
+from annotune.core.diagnostics import AnnotuneError, Location
+from annotune.core.inputs import SOURCE, check_input
+
+PRESETS = ("nvcc", "gcc", "g++", "nvc", "nvc++", "cc", "c++")  # names build.compiler knows
+
+# The compile command's options that tell its preprocessor something (and `-L`, a path too),
+# each spelling of gcc, clang and nvcc mapped to one name.
+_OPTIONS = {
+    "-I": "-I",
+    "--include-path": "-I",
+    "-iquote": "-iquote",
+    "-isystem": "-isystem",
+    "--system-include": "-isystem",
+    "-idirafter": "-idirafter",
+    "-include": "-include",
+    "--pre-include": "-include",
+    "-imacros": "-imacros",
+    "-D": "-D",
+    "--define-macro": "-D",
+    "-U": "-U",
+    "--undefine-macro": "-U",
+    "-x": "-x",
+    "--x": "-x",
+    "-L": "-L",
+    "--library-path": "-L",
+}
+_PATH_OPTIONS = {"-I", "-iquote", "-isystem", "-idirafter", "-include", "-imacros", "-L"}
+# Those whose value may be joined to them (`-Idir`, `-DNAME`, `-xc++`), longest first.
+_JOINED = ("-idirafter", "-isystem", "-iquote", "-imacros", "-include")
+_JOINED += ("-I", "-D", "-U", "-L", "-x")
+# `-x` values: nvcc's (c, c++, cu) and gcc's or clang's; "none" and any other: by extension.
+_LANGUAGES = {
+    "c": "c",
+    "c-header": "c",
+    "c++": "c++",
+    "c++-header": "c++",
+    "cu": "cuda",
+    "cuda": "cuda",
+}
+# Compiler drivers that compile a .c file as C++ (g++-12, clang++, nvc++, MPI and Intel ones).
+_CXX_DRIVER = re.compile(r"(g\+\+|c\+\+|clang\+\+|nvc\+\+|mpicxx|mpic\+\+|icpx|icpc|CC)(-[\d.]+)?")
+_DEFINE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\([^()\n\r]*\))?(=[^\n\r]*)?")
+
+
+def compile_command(entry: dict, base: Path, where: Positions, at: tuple) -> tuple[str, ...] | None:
+    """`compile`: a preset name, or a command (a string, or a list of arguments) whose relative
+    paths are made absolute from the config's directory, as a Makefile beside it means them."""
+    value = entry.get("compile")
+    if value is None:
+        return None
+    argv = [value] if isinstance(value, str) else string_list(entry, "compile", where, at)
+    if len(argv) == 1 and argv[0] not in PRESETS:
+        try:
+            argv = shlex.split(argv[0])
+        except ValueError as error:
+            raise AnnotuneError(
+                f"cannot split the compile command: {error}", where.value((*at, "compile"))
+            ) from None
+    if not argv or not argv[0]:
+        raise AnnotuneError(
+            "the compile command is empty: give a preset name (nvcc, gcc, ...) or a command "
+            "with {source} and {output}, or leave `compile` out for the default",
+            where.value((*at, "compile")),
+        )
+    return tuple(_absolute_args(argv, base))
+
+
+def _absolute_args(argv: list[str], base: Path) -> list[str]:
+    """The path arguments made absolute: the values of `-I`-like options, and any other
+    argument that names an existing file beside the config (a compiler's bare name is looked up
+    on PATH)."""
+    compiler = argv[0]
+    named = "/" in compiler and _names_file(compiler, base)
+    absolute = [resolved(base, compiler) if named else compiler]
+    for _, name, value, args in _arguments(argv):
+        if name is None and _names_file(value, base):
+            absolute.append(resolved(base, value))
+        elif name in _PATH_OPTIONS and "{" not in value:  # a placeholder: annotune fills it in
+            path = resolved(base, value)
+            absolute += [args[0], path] if len(args) == 2 else [args[0][: -len(value)] + path]
+        else:
+            absolute += args
+    return absolute
+
+
+def _names_file(arg: str, base: Path) -> bool:
+    if "{" in arg or arg.startswith("-"):
+        return False
+    try:
+        return (base / arg).exists()
+    except OSError:  # a name too long for one (a script given with `python -c`)
+        return False
+
+
+def _arguments(argv: Sequence[str]) -> Iterator[tuple[int, str | None, str, list[str]]]:
+    """Each argument after the compiler's name, an option's value with it: its index, the
+    option's name in `_OPTIONS` (None: another argument), its value (or the argument itself),
+    and the arguments it spans (two when the value is the next one: `-I dir`)."""
+    index = 1
+    while index < len(argv):
+        arg = argv[index]
+        following = argv[index + 1] if index + 1 < len(argv) else None
+        name, value, separate = _option(arg, following)
+        args = list(argv[index : index + 2 if separate else index + 1])
+        yield index, name, value, args
+        index += len(args)
+
+
+def _option(arg: str, following: str | None) -> tuple[str | None, str, bool]:
+    """`arg` as (its name in `_OPTIONS`, its value, whether the value is `following`), or
+    (None, arg, False) when it is no such option."""
+    if arg in _OPTIONS and following is not None:
+        return _OPTIONS[arg], following, True
+    spelling, equals, value = arg.partition("=")
+    if equals and value and spelling.startswith("--") and spelling in _OPTIONS:
+        return _OPTIONS[spelling], value, False
+    for spelling in _JOINED if arg != "-undef" else ():  # gcc's -undef defines no macro "ndef"
+        value = arg[len(spelling) :]
+        if arg.startswith(spelling) and value:
+            if spelling in _PATH_OPTIONS and value.startswith("-"):  # -include-pch, -I-
+                break
+            return spelling, value, False
+    return None, arg, False
+
+
+@dataclass(frozen=True)
+class CommandView:
+    """What a compile command tells the preprocessor (see `FileConfig`)."""
+
+    compiler: str
+    language: str
+    include_dirs: tuple[str, ...]
+    flags: tuple[tuple[str, str], ...]
+    defines: tuple[str, ...]
+    undefined: tuple[str, ...]
+
+
+def command_view(argv: tuple[str, ...], source: Path) -> CommandView:
+    """What `argv` (a preset's name, or a command with absolute paths) tells the preprocessor
+    about `source`: gcc's and clang's `-x` name the language of the files after it, nvcc's of
+    every file; a macro is as its last `-D` or `-U` left it."""
+    compiler = Path(argv[0]).name
+    source_at = argv.index("{source}") if "{source}" in argv else len(argv)
+    language = None
+    include_dirs: list[str] = []
+    flags: list[tuple[str, str]] = []
+    macros: dict[str, str | None] = {}  # name -> its -D value, None when undefined
+    for index, name, value, _ in _arguments(argv):
+        if name == "-x" and (compiler == "nvcc" or index < source_at):
+            if value in _LANGUAGES or value == "none":
+                language = _LANGUAGES.get(value)
+        elif name == "-I":
+            include_dirs.append(value)
+        elif name in ("-iquote", "-isystem", "-idirafter", "-include", "-imacros"):
+            flags.append((name, value))
+        elif name in ("-D", "-U") and (macro := _DEFINE.fullmatch(value)):
+            macros.pop(macro.group(1), None)  # a later flag: last in order
+            macros[macro.group(1)] = value if name == "-D" else None
+    if language is None:
+        language = language_of(source)
+        if language == "c" and _CXX_DRIVER.fullmatch(compiler):
+            language = "c++"
+    return CommandView(
+        compiler,
+        language,
+        tuple(include_dirs),
+        tuple(flags),
+        tuple(value for value in macros.values() if value is not None),
+        tuple(name for name, value in macros.items() if value is None),
+    )
+
+
+def with_defines(
+    argv: tuple[str, ...] | None, entry: dict, where: Positions, at: tuple
+) -> tuple[str, ...] | None:
+    """`compile` with a `-D` flag for each of `defines` before `{source}`, so that every
+    variant is compiled with them, as libclang reads the source with them. One the command
+    already sets alike is not repeated; one it sets otherwise is an error (which would win?)."""
+    defines = string_list(entry, "defines", where, at)
+    if not defines:
+        return argv
+    if argv is None or len(argv) == 1:
+        raise AnnotuneError(
+            "'defines' become -D flags of the compile command, so 'compile' must be a command "
+            "template, not a preset's name or left out",
+            where.key((*at, "defines")),
+            hint='e.g. compile = "nvcc -O3 {source} -o {output}"',
+        )
+    set_by_command = {
+        macro.group(1): (name, value)
+        for _, name, value, _ in _arguments(argv)
+        if name in ("-D", "-U") and (macro := _DEFINE.fullmatch(value))
+    }
+    flags = []
+    for index, define in enumerate(defines):
+        location = where.value((*at, "defines", index))
+        macro = _DEFINE.fullmatch(define)
+        if macro is None:
+            raise AnnotuneError(
+                f"{define!r} is not a macro definition: NAME, NAME=VALUE or NAME(ARGS)=BODY",
+                location,
+            )
+        name = macro.group(1)
+        carried = set_by_command.get(name)
+        if carried is None:
+            flags.append(f"-D{define}")
+        elif carried[0] == "-U" or _defined_as(carried[1]) != _defined_as(define):
+            raise AnnotuneError(
+                f"{name} is set here and by the compile command ({carried[0]} {carried[1]}): "
+                "set it in one place",
+                location,
+            )
+    source_at = argv.index("{source}") if "{source}" in argv else len(argv)
+    return (*argv[:source_at], *flags, *argv[source_at:])
+
+
+def _defined_as(define: str) -> str:
+    """A `-D` value as the preprocessor takes it: `NAME` is `NAME=1`."""
+    return define if "=" in define else f"{define}=1"
+
+
+def check_forced(option: str, path: str, location: Location) -> None:
+    """A forced include of the compile command, which libclang reads too: a regular file of a
+    source's size (a FIFO would hang both), else an error at `compile`."""
+    try:
+        check_input(Path(path), SOURCE)
+    except AnnotuneError as error:
+        raise AnnotuneError(f"{option} {path}: {error.message}", location) from None

@@ -1,0 +1,48 @@
+"""What a config says about one source: its parameters (`ConfigParam`) and everything else of
+its `[[file]]` entry, every path absolute (`FileConfig`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from annotune.annotate.grammar import DeclaredKernel, Domain
+from annotune.annotate.problem import RunSettings
+from annotune.core.diagnostics import Location
+from annotune.core.records import Number
+
+
+@dataclass(frozen=True)
+class ConfigParam:
+    name: str
+    domain: Domain
+    default: Number | None
+    location: Location  # the parameter's key
+    default_location: Location | None = None  # where `default = ...` is written
+
+
+@dataclass(frozen=True)
+class FileConfig:
+    """What a config file says about one source file; every path in it absolute.
+
+    `include_dirs` are the `include` key's, which the compiler gets too (as `-I`); the rest is
+    what `compile` (the `defines` key's flags in it) tells its preprocessor, for libclang to be
+    told the same, without which its view of which `#if` branch is taken is not the compiler's:
+    `defines` (NAME or NAME=VALUE) and `undefined` are its `-D` and `-U` flags, each macro as
+    the last one left it; `language` ("c", "c++", "cuda") it compiles the source as (None: no
+    command, the extension decides); `compiler` its file name or preset; `command_include_dirs`
+    its `-I` directories; `command_flags` its other search directories and forced includes, as
+    (clang's option, path).
+    """
+
+    config_file: str
+    params: tuple[ConfigParam, ...] = ()
+    constraints: tuple[tuple[str, Location], ...] = ()
+    include_dirs: tuple[str, ...] = ()
+    defines: tuple[str, ...] = ()
+    settings: RunSettings = RunSettings()
+    undefined: tuple[str, ...] = ()
+    language: str | None = None
+    compiler: str | None = None
+    command_include_dirs: tuple[str, ...] = ()
+    command_flags: tuple[tuple[str, str], ...] = ()
+    kernels: tuple[DeclaredKernel, ...] = ()  # `[[file.kernel]]`, checked by annotate.kernels

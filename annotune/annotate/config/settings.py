@@ -1,0 +1,109 @@
+"""How the program runs, from its `[[file]]` entry: its arguments, where it runs (`run_dir`), in
+what environment (`[file.env]`, a `{NAME}` in a value a parameter's), how its time is read
+(`time_regex`, `time_unit`), and run limits (`timeout`, `repeats`, `warmup`)."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+from annotune.annotate.config.located_toml import Positions
+from annotune.annotate.config.values import C_NAME, resolved, string_list, table_value
+from annotune.annotate.problem import EnvSetting, RunSettings
+from annotune.core.diagnostics import AnnotuneError
+
+_TIME_UNITS = ("s", "ms", "us", "ns")  # those run.program knows
+
+_ENV_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
+
+
+def run_settings(
+    entry: dict, compile_argv: tuple[str, ...] | None, base: Path, where: Positions, at: tuple
+) -> RunSettings:
+    """The program's arguments, where it runs and in what environment, how its time is read,
+    and run limits."""
+    numbers = {}
+    for key, kind in (("timeout", float), ("repeats", int), ("warmup", int)):
+        value = entry.get(key)
+        if value is not None and (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+        ):
+            raise AnnotuneError(f"'{key}' must be a finite number", where.value((*at, key)))
+        if value is not None and (value < 0 or (kind is int and int(value) != value)):
+            raise AnnotuneError(
+                f"'{key}' must be a non-negative {kind.__name__}", where.value((*at, key))
+            )
+        if key == "repeats" and value is not None and value < 1:
+            raise AnnotuneError(
+                "'repeats' must be at least 1: it is the least number of timed runs",
+                where.value((*at, key)),
+            )
+        numbers[key] = kind(value) if value is not None else None
+    regex = entry.get("time_regex")
+    if regex is not None:
+        if not isinstance(regex, str):
+            raise AnnotuneError("'time_regex' must be a string", where.value((*at, "time_regex")))
+        try:
+            groups = re.compile(regex).groups
+        except re.error as error:
+            raise AnnotuneError(
+                f"invalid time_regex: {error}", where.value((*at, "time_regex"))
+            ) from None
+        if groups < 1:
+            raise AnnotuneError(
+                "time_regex needs a group capturing the time, e.g. 'took ([0-9.]+) ms'",
+                where.value((*at, "time_regex")),
+            )
+    unit = entry.get("time_unit")
+    if unit is not None and unit not in _TIME_UNITS:
+        raise AnnotuneError(
+            f"time_unit must be one of {', '.join(_TIME_UNITS)}, not {unit!r}",
+            where.value((*at, "time_unit")),
+        )
+    return RunSettings(
+        compile=compile_argv,
+        args=tuple(string_list(entry, "args", where, at)),
+        time_regex=regex,
+        time_unit=unit,
+        run_dir=_run_dir(entry, base, where, at),
+        env=_env(entry, where, at),
+        **numbers,
+    )
+
+
+def _env(entry: dict, where: Positions, at: tuple) -> tuple[EnvSetting, ...]:
+    """`[file.env]`: variable names as a shell takes them, string values (nothing is run
+    through a shell), each `{...}` in a value a parameter's name."""
+    settings = []
+    for name, value in table_value(entry, "env", where, at).items():
+        if not C_NAME.fullmatch(name):
+            raise AnnotuneError(
+                f"{name!r} is not an environment variable's name (letters, digits, '_')",
+                where.key((*at, "env", name)),
+            )
+        location = where.value((*at, "env", name))
+        if not isinstance(value, str):
+            raise AnnotuneError(f'env {name} must be a string, e.g. {name} = "{value}"', location)
+        for found in _ENV_PLACEHOLDER.finditer(value):
+            if not found.group(1).isidentifier():
+                raise AnnotuneError(
+                    f"{found.group()} in env {name} names no parameter (write {{NAME}})",
+                    location.shifted(found.start()),
+                )
+        settings.append(EnvSetting(name, value, location))
+    return tuple(settings)
+
+
+def _run_dir(entry: dict, base: Path, where: Positions, at: tuple) -> str | None:
+    value = entry.get("run_dir")
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise AnnotuneError("'run_dir' must be a string", where.value((*at, "run_dir")))
+    run_dir = resolved(base, value)
+    if not Path(run_dir).is_dir():
+        raise AnnotuneError(f"run_dir: no such directory {run_dir}", where.value((*at, "run_dir")))
+    return run_dir

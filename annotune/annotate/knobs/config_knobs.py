@@ -1,0 +1,228 @@
+"""Knobs a config declares for code that must not be edited: each found as the compiler sees it
+(a `#define`, a C constant's initializer, or nothing: `-D` reaches a guarded or absent one),
+its default the value every build of the program gets."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass
+
+from annotune.annotate.config import ConfigParam, FileConfig
+from annotune.annotate.knobs.c_declarations import code_tokens, declaration_kind, initializer_tokens
+from annotune.annotate.knobs.state import Collector, check_default
+from annotune.annotate.macros import Define, compiler_value, define_value
+from annotune.annotate.problem import ConstraintDecl, TunableParam
+from annotune.annotate.source import TextSpan, Token
+from annotune.core.diagnostics import AnnotuneError, Location
+from annotune.core.literals import c_literal
+from annotune.core.records import Number
+
+
+def add_config(collector: Collector, config: FileConfig) -> None:
+    for spec in config.params:
+        define = collector.defines.get(spec.name)
+        constant = None
+        if define is None or not define.active:
+            constant = _constant(collector, spec)
+        if constant is not None:
+            fixed = constant
+        elif define is not None and define.active and not define.guarded:
+            fixed = _Fixed(
+                "#define",
+                define.value_tokens,
+                define.value_span,
+                define.file.location(define.value_span.start)
+                if define.value_span
+                else define.name_location,
+                define.name_location,
+                define.function_like,
+            )
+        else:
+            fixed = None
+        default = _config_default(collector, spec, define, fixed)
+        if fixed is None:  # a fixed definition's value was checked against the domain there
+            check_default(spec.name, spec.domain, default, spec.default_location or spec.location)
+            if define is None and not _mentioned(collector, spec.name):
+                _not_found(collector, spec, config)
+        if fixed is not None:
+            guarded, location, span = False, fixed.name_location, fixed.span
+        elif define is not None:
+            guarded, location, span = define.guarded, define.name_location, define.value_span
+        else:
+            guarded, location, span = True, spec.location, None
+        collector.add(
+            TunableParam(
+                name=spec.name,
+                values=spec.domain.values,
+                default=default,
+                origin="config",
+                guarded=guarded,
+                location=location,
+                domain=spec.domain.text,
+                value_span=span,
+                declaration=constant.kind if constant is not None else "",
+                more_spans=constant.more_spans if constant is not None else (),
+            )
+        )
+    for expr, location in config.constraints:
+        collector.constraints.append(ConstraintDecl(expr, location, origin="config"))
+
+
+@dataclass(frozen=True)
+class _Fixed:
+    """A definition every build of the program gets and no `-D` reaches: an unguarded
+    `#define` the preprocessor keeps, or a constant's initializer. annotune sets it by
+    rewriting `span` in a copy; its value there is the parameter's default."""
+
+    kind: str  # "#define", "constant" or "variable", for messages
+    value_tokens: tuple[Token, ...]
+    span: TextSpan | None
+    value_location: Location
+    name_location: Location
+    function_like: bool = False
+    more_spans: tuple[TextSpan, ...] = ()  # other declarations with the same initial value
+
+
+def _config_default(
+    collector: Collector, spec: ConfigParam, define: Define | None, fixed: _Fixed | None
+) -> Number:
+    """A config parameter's default: the value the compiler sees when annotune passes nothing.
+
+    An unguarded `#define` the preprocessor keeps, or a constant, is what every build of the
+    program gets, and no `-D` or forced-include header can change it; a config `default` that
+    differs would make the baseline (and the header `build` writes) a program the user never
+    builds, so it is an error. A guarded or absent definition takes the config's default,
+    since `-D` reaches it.
+    """
+    if fixed is None:
+        if spec.default is not None:
+            return spec.default
+        if define is not None and define_value(define) is not None:
+            return define_value(define)
+        raise AnnotuneError(
+            f"'{spec.name}' is not #defined to a number in {collector.parsed.main.path} "
+            "or its local headers; give it a default in the config",
+            spec.location,
+        )
+    what = "unguarded #define" if fixed.kind == "#define" else fixed.kind
+    value = None if fixed.function_like else compiler_value(fixed.value_tokens, collector.defines)
+    where = fixed.value_location
+    at = f"{where.file}:{where.line}:{where.column}"
+    if value is None:
+        text = " ".join(t.text for t in fixed.value_tokens) or "nothing"
+        raise AnnotuneError(
+            f"'{spec.name}' is {_article(what)} {what} set to '{text}' at {at}, which annotune "
+            "cannot read as a "
+            "number: the default the compiler uses is unknown, so no baseline can be measured",
+            spec.default_location or spec.location,
+            hint=f"a knob that is {_article(what)} {what} needs a number (or an expression of "
+            "numbers and macros) as its value",
+        )
+    if spec.default is not None and spec.default != value:
+        raise AnnotuneError(
+            f"the config's default of {spec.name} is {c_literal(spec.default)}, but the "
+            f"compiler uses {c_literal(value)}: the {what} at {at}, which no -D or header "
+            "overrides",
+            spec.default_location or spec.location,
+            hint=f"drop `default` (the default of {spec.name} is the value its {what} gives, "
+            f"{c_literal(value)})"
+            + (", or guard the #define with #ifndef in code you own" if define else ""),
+        )
+    if value not in spec.domain.values:
+        raise AnnotuneError(
+            f"the default of {spec.name}, {c_literal(value)}, is not in its domain "
+            f"{spec.domain.text}: it is the value of the {what} at {at}, which every build "
+            "of the program gets",
+            spec.location,
+            hint=f"add {c_literal(value)} to the domain: the default is the baseline every "
+            "configuration is measured against",
+        )
+    return value
+
+
+def _constant(collector: Collector, spec: ConfigParam) -> _Fixed | None:
+    """The declaration the config's parameter names, if the code declares it with an
+    initializer: a `const`, `constexpr` or `static const` variable, an enumerator with a value,
+    or a plain variable (`const int block_size = 256;`, `enum { TILE = 16 };`,
+    `unsigned int threads = 256;`, `dim3 blocks (256);`). Real code writes its knobs so, and
+    `-D` would replace the name itself; a copy with the initializer rewritten sets it.
+    Several declarations of the name are an error: which one is the knob is not clear."""
+    found: list[_Fixed] = []
+    for source in collector.parsed.files:
+        tokens = code_tokens(source)
+        for index, token in enumerate(tokens):
+            if token.kind != "identifier" or token.text != spec.name:
+                continue
+            value = initializer_tokens(tokens, index)
+            kind = declaration_kind(tokens, index) if value is not None else None
+            if kind is not None:
+                found.append(
+                    _Fixed(
+                        kind,
+                        value,
+                        TextSpan(source.path, value[0].start, value[-1].end),
+                        source.location(value[0].start),
+                        source.location(token.start),
+                    )
+                )
+    if len(found) <= 1:
+        return found[0] if found else None
+    values = [compiler_value(f.value_tokens, collector.defines) for f in found]
+    if None not in values and len(set(values)) == 1:  # one knob written in several places
+        first = found[0]
+        return dataclasses.replace(first, more_spans=tuple(f.span for f in found[1:]))
+    places = ", ".join(
+        f"{f.name_location.file}:{f.name_location.line} = {_text(f.value_tokens)}" for f in found
+    )
+    raise AnnotuneError(
+        f"'{spec.name}' is declared {len(found)} times with different initial values "
+        f"({places}): annotune cannot tell which one is the knob",
+        spec.location,
+    )
+
+
+def _article(noun: str) -> str:
+    return "an" if noun[0] in "aeiou" else "a"
+
+
+def _text(tokens: tuple[Token, ...]) -> str:
+    return " ".join(t.text for t in tokens)
+
+
+def _mentioned(collector: Collector, name: str) -> bool:
+    """Whether any of the user's files names `name`, in code or a directive, kept or skipped."""
+    return any(
+        token.kind == "identifier" and token.text == name
+        for source in collector.parsed.files
+        for token in source.tokens
+    )
+
+
+def _not_found(collector: Collector, spec: ConfigParam, config: FileConfig) -> None:
+    """AnnotuneError for a config parameter nothing can set: no macro, no constant, no use in
+    the user's files and no `{NAME}` in an env value. A -D for it would change nothing, and
+    every configuration would be the same program."""
+    named = any(f"{{{spec.name}}}" in setting.value for setting in config.settings.env)
+    if named or _in_kernel_declarations(spec.name, config):
+        return
+    raise AnnotuneError(
+        f"'{spec.name}' is neither a macro, a constant, nor a name the code uses in "
+        f"{collector.parsed.main.path} or its local headers, and no [file.env] value names "
+        f"{{{spec.name}}}: no configuration would change the program",
+        spec.location,
+        hint="name a #define, a const/constexpr variable or an enumerator of the source, or "
+        f'use it in the environment (OMP_NUM_THREADS = "{{{spec.name}}}")',
+    )
+
+
+def _in_kernel_declarations(name: str, config: FileConfig) -> bool:
+    """Whether a `[[file.kernel]]` of the config names `name`: a knob kernel mode gives the
+    kernel only through its declaration (`block_sum<float, BT>`, `block(BT)`), which reaches
+    no program (`annotate.problem.kernel_only_params`)."""
+    word = re.compile(rf"\b{re.escape(name)}\b")
+    return any(
+        word.search(text)
+        for kernel in config.kernels
+        for text in (kernel.name, *(piece for c in kernel.clauses for piece, _ in c.pieces))
+    )
