@@ -64,7 +64,7 @@ def bounded(parse: Callable[[], ParsedSource], where: Location) -> ParsedSource:
             where,
             hint=_BOMB_HINT,
         )
-    raise out_of_memory(where)
+    raise _out_of_memory(where)
 
 
 def _fork_unsafe() -> bool:
@@ -175,7 +175,7 @@ def _cpu_ceiling() -> limits.Ceiling:
     return limits.Ceiling(PARSE_SECONDS, limits.clamp(resource.RLIMIT_CPU, PARSE_SECONDS))
 
 
-def out_of_memory(where: Location) -> AnnotuneError:
+def _out_of_memory(where: Location) -> AnnotuneError:
     """One error whether libclang gave up on its own or its process died: under the limit it
     does either, by where the allocation that failed was. Where the limit in force is the one
     annotune inherited, smaller than its own, the error says so: the file need not be at

@@ -20,7 +20,7 @@ from annotune.annotate.source.arguments import (
     clang_args,
     language_of,
 )
-from annotune.annotate.source.bounded import bounded, out_of_memory
+from annotune.annotate.source.bounded import bounded
 from annotune.annotate.source.headers import check_headers, collect_local_includes
 from annotune.annotate.source.lexing import expansions, load_file
 from annotune.annotate.source.records import FunctionDef, ParsedSource
@@ -85,8 +85,9 @@ def _parse(
         tu = index.parse(
             os.fsencode(name), args=arguments, unsaved_files=unsaved, options=_PARSE_OPTIONS
         )
-    except ci.TranslationUnitLoadError:  # libclang's own answer to running out of memory
-        raise out_of_memory(Location(str(path), 1, 1)) from None
+    except ci.TranslationUnitLoadError:  # libclang's own answer to running out of memory:
+        # said by the parent, which knows the limits it inherited (this child lowered its own)
+        raise MemoryError from None
 
     display = {os.path.realpath(str(path)): str(path)}
     user_dirs = [os.path.realpath(d) for d in include_dirs]
