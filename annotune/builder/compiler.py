@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from annotune.core.command import arguments, is_nvcc
 from annotune.core.diagnostics import AnnotuneError
 from annotune.core.inputs import argument_path
 from annotune.core.records import TRANSIENT_ERRNOS, KernelResources
@@ -240,9 +241,6 @@ def cubin_compiler(compute_capability: tuple[int, int] | None) -> CompilerComman
     return CompilerCommand((nvcc, "-cubin", *arch, *rest))
 
 
-_ARCH_OPTIONS = ("-arch", "--gpu-architecture", "-gencode", "--generate-code")
-
-
 def with_arch(command: CompilerCommand, compute_capability: tuple[int, int]) -> CompilerCommand:
     """`command` compiling for one GPU architecture (`-arch=sm_XY` after the compiler's name):
     how `--compile-only` checks variants for a GPU this machine lacks. The result is run as
@@ -253,13 +251,13 @@ def with_arch(command: CompilerCommand, compute_capability: tuple[int, int]) -> 
     """
     arch = sm(compute_capability)
     compiler, *rest = command.argv
-    if Path(compiler).name != "nvcc":
+    if not is_nvcc(compiler):
         raise AnnotuneError(f"cannot compile for {arch}: the compile command runs {compiler}")
-    named = [arg for arg in rest if arg.startswith(_ARCH_OPTIONS)]
+    named = [a.args for a in arguments(command.argv) if a.kind == "architecture"]
     if named:
         raise AnnotuneError(
             f"cannot compile for {arch}: the compile command already names an architecture "
-            f"({named[0]})",
+            f"({' '.join(named[0])})",
             hint="drop one of the two",
         )
     return CompilerCommand((compiler, f"-arch={arch}", *rest))

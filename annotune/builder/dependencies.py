@@ -23,14 +23,22 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import shlex
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from annotune.core.command import (
+    arguments,
+    expand_responses,
+    inputs,
+    is_nvcc,
+    is_source_text,
+    knows_options,
+    values,
+)
 from annotune.core.diagnostics import AnnotuneError
 from annotune.core.digests import regular_file_digest
 from annotune.core.inputs import SOURCE, read_input
@@ -52,21 +60,9 @@ COMPILE_ENVIRONMENT = (
 )
 """Environment variables that change what gcc, clang or nvcc compile: part of every key."""
 
-# gcc, g++, cc, c++, clang, clang++, nvcc, nvc, nvc++, with a target prefix or version suffix
-# (x86_64-linux-gnu-gcc-12); a wrapper such as ccache or a script is not assumed to take them.
-_TRACKING = re.compile(
-    r"(?:[\w.+-]+-)?(?:g?cc|g\+\+|c\+\+|clang(?:\+\+)?|nvcc|nvc(?:\+\+)?)(?:-[\d.]+)?"
-)
-
-_HEADERS = (".h", ".hh", ".hpp", ".hxx", ".h++", ".cuh", ".inc", ".inl", ".ipp", ".tcc", ".def")
-_SOURCE_SUFFIXES = frozenset((*_HEADERS, ".c", ".cc", ".cpp", ".cxx", ".c++", ".cu"))
-_DIRECTORY_FLAGS = ("-I", "-isystem", "-iquote", "-idirafter", "--include-path")
-_FILE_FLAGS = ("-include", "-imacros", "--pre-include")
-
-
 def tracks_dependencies(executable: str) -> bool:
     """Whether the compiler is one that writes its dependency list with `-MD -MF FILE`."""
-    return _TRACKING.fullmatch(os.path.basename(executable)) is not None
+    return knows_options(executable)
 
 
 def dependency_flags(path: Path) -> list[str]:
@@ -120,40 +116,20 @@ def _make_words(text: str) -> list[str]:
     return words
 
 
+_DIRECTORY_KINDS = frozenset(("include_dir", "quote_dir", "system_dir", "after_dir"))
+_FILE_KINDS = frozenset(("forced_include", "forced_macros"))
+
+
 def command_inputs(argv: tuple[str, ...]) -> list[str]:
     """The include directories and forced includes a compile command names itself, absolute.
 
     Arguments with placeholders are left out: those are annotune's own and are known anyway.
     """
-    found: list[str] = []
-    flags = _DIRECTORY_FLAGS + _FILE_FLAGS
-    for index, arg in enumerate(argv):
-        value = None
-        if arg in flags and index + 1 < len(argv):
-            value = argv[index + 1]
-        elif arg.startswith("--") and arg.split("=", 1)[0] in flags:
-            value = arg.split("=", 1)[1] if "=" in arg else None
-        elif arg.startswith("-I") and len(arg) > 2:
-            value = arg[2:]
-        if value and "{" not in value:
-            found.append(os.path.join(os.getcwd(), value))
-    return found
-
-
-_OUTPUT_FLAGS = frozenset(
-    ("-o", "-MF", "-MT", "-MQ", "--output-file", "--dependency-output", "-odir",
-     "--output-directory")
-)  # fmt: skip
-# What a driver takes as an input by its name alone: sources, objects, libraries, nvcc's device
-# code. Not any file named: a wrapper's own arguments may be its log, written as it runs.
-_INPUT_SUFFIXES = frozenset(
-    (".c", ".cc", ".cp", ".cpp", ".cxx", ".c++", ".cu", ".o", ".obj", ".a", ".lib", ".so",
-     ".dylib", ".ptx", ".cubin", ".fatbin")
-)  # fmt: skip
-_VERSIONED_LIBRARY = re.compile(r"\.so(?:\.\d+)+$")
-_LIBRARY_DIR_FLAGS = ("-L", "--library-path")
-_LIBRARY_FLAGS = ("-l", "--library")
-_OPTIONS_FILE_FLAGS = ("-optf", "--options-file")  # nvcc's response files; gcc's are `@FILE`
+    return [
+        os.path.join(os.getcwd(), argument.value)
+        for argument in arguments(argv)
+        if argument.kind in _DIRECTORY_KINDS | _FILE_KINDS and "{" not in argument.value
+    ]
 
 
 @dataclass(frozen=True)
@@ -171,7 +147,7 @@ class CommandInputs:
     def expand(self, argv: Sequence[str]) -> list[str]:
         """`argv` with each response file (`@FILE`, nvcc's `--options-file`) replaced by the
         arguments it holds: what the compiler reads, every translation unit in sight."""
-        return _expand(argv, self.responses.get, frozenset())
+        return expand_responses(argv, self.responses.get)
 
 
 def command_files(argv: Sequence[str]) -> CommandInputs:
@@ -183,81 +159,19 @@ def command_files(argv: Sequence[str]) -> CommandInputs:
             responses[path] = _response_words(path)
         return responses[path]
 
-    expanded = _expand(argv, read, frozenset())
+    expanded = expand_responses(argv, read)
     files = list(responses)
-    directories: list[str] = []
-    libraries: list[str] = []
-    index = 1
-    while index < len(expanded):
-        arg, span = expanded[index], 1
-        directory = _option(expanded, index, _LIBRARY_DIR_FLAGS)
-        library = _option(expanded, index, _LIBRARY_FLAGS)
-        if "{" in arg or expanded[index - 1] in _OUTPUT_FLAGS:
-            pass
-        elif directory is not None or library is not None:
-            value, span = directory or library or ("", 1)
-            (directories if directory is not None else libraries).append(value)
-        elif not arg.startswith("-") and _names_input(arg):
-            files.append(os.path.join(os.getcwd(), arg))
-        index += span
+    files += [os.path.join(os.getcwd(), found.value) for found in inputs(expanded)]
+    directories = [d for d in values(expanded, "library_dir") if "{" not in d]
     directories += [d for d in os.environ.get("LIBRARY_PATH", "").split(os.pathsep) if d]
-    for library in libraries:
+    for library in values(expanded, "library"):
+        if "{" in library:
+            continue
         names = (
             [library[1:]] if library.startswith(":") else [f"lib{library}.so", f"lib{library}.a"]
         )
         files += [os.path.join(os.getcwd(), d, name) for d in directories for name in names]
     return CommandInputs(tuple(dict.fromkeys(files)), responses)
-
-
-def _names_input(arg: str) -> bool:
-    suffix = os.path.splitext(arg)[1].lower()
-    return suffix in _INPUT_SUFFIXES or _VERSIONED_LIBRARY.search(arg) is not None
-
-
-def _option(argv: Sequence[str], index: int, flags: Sequence[str]) -> tuple[str, int] | None:
-    """The value of `argv[index]` when it is one of `flags`, and how many arguments it spans:
-    `-L DIR` two, `-LDIR` (a one-letter flag) and `--library-path=DIR` one."""
-    arg = argv[index]
-    if arg in flags:
-        return (argv[index + 1], 2) if index + 1 < len(argv) else None
-    name, equals, value = arg.partition("=")
-    if equals and name in flags and name.startswith("--"):
-        return value, 1
-    letter = next((f for f in flags if len(f) == 2 and arg.startswith(f) and arg != f), None)
-    return (arg[2:], 1) if letter else None
-
-
-def _expand(
-    argv: Sequence[str],
-    read: Callable[[str], tuple[str, ...] | None],
-    seen: frozenset[str],
-) -> list[str]:
-    """`argv` with each response file `read` can read replaced by its arguments, themselves
-    expanded (a file that names itself, directly or not, is left as written)."""
-    expanded: list[str] = []
-    index = 0
-    while index < len(argv):
-        arg = argv[index]
-        option = _option(argv, index, _OPTIONS_FILE_FLAGS)
-        if option is not None:
-            names, span = option[0].split(","), option[1]
-        elif arg.startswith("@") and len(arg) > 1 and "{" not in arg:
-            names, span = [arg[1:]], 1
-        else:
-            expanded.append(arg)
-            index += 1
-            continue
-        words: list[str] | None = []
-        for name in names:
-            path = os.path.join(os.getcwd(), name)
-            held = None if path in seen else read(path)
-            if held is None or words is None:
-                words = None
-                continue
-            words += _expand(held, read, seen | {path})
-        expanded += argv[index : index + span] if words is None else words
-        index += span
-    return expanded
 
 
 def _response_words(path: str) -> tuple[str, ...] | None:
@@ -302,8 +216,7 @@ class Digests:
                 h = hashlib.sha256(b"directory\0")
                 for name in sorted(os.listdir(path)):
                     entry = os.path.join(path, name)
-                    suffix = os.path.splitext(name)[1].lower()
-                    digest = self._file_digest(entry) if suffix in _SOURCE_SUFFIXES else None
+                    digest = self._file_digest(entry) if is_source_text(name) else None
                     if digest is not None:
                         h.update(name.encode(errors="surrogateescape") + b"\0")
                         h.update(digest)
@@ -347,7 +260,7 @@ def compiler_fingerprint(executable: str, version_output: str) -> str:
     gcc and g++ it finds on PATH, which compile its host code."""
     h = hashlib.sha256(version_output.encode(errors="surrogateescape"))
     programs = [executable]
-    if os.path.basename(executable) == "nvcc":
+    if is_nvcc(executable):
         programs += ["gcc", "g++"]
     for program in programs:
         found = shutil.which(program) or ""

@@ -24,31 +24,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from annotune.builder.compiler import run_compiler
-from annotune.builder.verify import is_nvcc, preprocess_command, source_inputs
+from annotune.builder.verify import preprocess_command, source_inputs
+from annotune.core.command import architectures, is_nvcc
 
 _HOST_SIDE = ("-Xcompiler", "-U__CUDA_ARCH__,-U__CUDA_ARCH_LIST__")
-_ARCH_OPTIONS = ("-arch", "--gpu-architecture", "-gencode", "--generate-code", "-code",
-                 "--gpu-code")  # fmt: skip
-_ARCH_NUMBER = re.compile(r"(?:compute|sm|lto)_(\d+)[a-z]?")
-_UNNAMED_ARCHS = re.compile(r"\b(?:all|all-major|native)\b")
 _LINE_MARKER = re.compile(rb"^[ \t]*#(?:[ \t]*line)?[ \t]+\d+.*$\n?", re.MULTILINE)
-
-
-def device_architectures(argv: Sequence[str]) -> list[str] | None:
-    """The virtual architectures an nvcc command compiles device code for ("80", "90", in
-    order, nvcc's preprocessing pass using the first); None for `all`, `all-major` or
-    `native`, which name no list."""
-    found: list[str] = []
-    for index, arg in enumerate(argv):
-        value = arg.partition("=")[2] if arg.startswith(_ARCH_OPTIONS) and "=" in arg else ""
-        if not value and index and argv[index - 1] in _ARCH_OPTIONS:
-            value = arg
-        if not value:
-            continue
-        if _UNNAMED_ARCHS.search(value):
-            return None
-        found += _ARCH_NUMBER.findall(value)
-    return list(dict.fromkeys(found))
 
 
 def _device_side(arch: str) -> tuple[str, str]:
@@ -65,7 +45,7 @@ def program_digest(
     inputs = dict.fromkeys([source, *source_inputs(argv)])
     commands = [preprocess_command(argv, path) for path in inputs]
     if is_nvcc(argv[0]):
-        archs = device_architectures(argv)
+        archs = architectures(argv)
         if archs is None:  # `-arch=all`, `native`: which device passes there are is unknown
             return "", 0.0
         commands = [

@@ -20,6 +20,7 @@ from pathlib import Path
 from annotune.annotate import Problem, TunableParam
 from annotune.annotate.problem import kernel_only_params
 from annotune.annotate.summary import env_only_params
+from annotune.core.command import arguments
 from annotune.core.inputs import SOURCE, read_input
 from annotune.core.records import Number
 
@@ -138,7 +139,7 @@ def original_include_dir(variant: VariantSource) -> str:
     return str(variant.root / os.path.dirname(variant.main))
 
 
-_INCLUDE_FLAGS = ("-I", "-isystem", "-iquote", "-idirafter")
+_INCLUDE_KINDS = frozenset(("include_dir", "system_dir", "quote_dir", "after_dir"))
 
 
 def copy_dirs(variant: VariantSource) -> list[str]:
@@ -156,19 +157,13 @@ def copies_first(
     relative to `root`, of other files copied beside them (another translation unit's)."""
     dirs = dict.fromkeys([*copy_dirs(variant), *more])
     mirrors = {os.path.normpath(variant.root / d): str(copies / d) for d in dirs}
-    result: list[str] = []
-    for index, arg in enumerate(argv):
-        previous = argv[index - 1] if index else ""
-        flag = previous if previous in _INCLUDE_FLAGS else None
-        if flag is not None:
-            value = arg
-        else:
-            flag = next((f for f in _INCLUDE_FLAGS if arg.startswith(f) and arg != f), None)
-            value = arg[len(flag) :] if flag is not None else ""
-        mirror = mirrors.get(os.path.normpath(os.path.join(os.getcwd(), value))) if flag else None
-        if mirror is not None and previous == flag:  # `-I DIR`: the flag is already out
-            result[-1:] = [flag, mirror, flag]
-        elif mirror is not None:
-            result.append(flag + mirror)
-        result.append(arg)
+    result: list[str] = list(argv[:1])
+    for argument in arguments(argv):
+        mirror = None
+        if argument.kind in _INCLUDE_KINDS:
+            mirror = mirrors.get(os.path.normpath(os.path.join(os.getcwd(), argument.value)))
+        if mirror is not None:  # the same spelling, the mirror's directory first
+            flag, joined = argument.args[0], len(argument.args) == 1
+            result += [flag[: -len(argument.value)] + mirror] if joined else [flag, mirror]
+        result += argument.args
     return result

@@ -32,32 +32,16 @@ from typing import NamedTuple
 from annotune.annotate.grammar import parse_number
 from annotune.annotate.problem import Problem, TunableParam
 from annotune.builder.compiler import CompilerCommand, CompileResult, run_compiler
+from annotune.core.command import (
+    DEPENDENCY_FLAGS,
+    arguments,
+    input_kind,
+    is_nvcc,
+    knows_options,
+    units,
+)
 from annotune.core.diagnostics import Location
 from annotune.core.records import Number
-
-# The drivers that take gcc's preprocessor options: gcc, g++, cc, c++, clang, clang++, nvc,
-# nvc++, with a target prefix or a version suffix; nvcc takes them through -Xcompiler.
-_GNU_DRIVER = re.compile(
-    r"(?:[\w.+-]+-)?(?:g?cc|g\+\+|c\+\+|clang(?:\+\+)?|nvc(?:\+\+)?)(?:-[\d.]+)?"
-)
-_NVCC = re.compile(r"nvcc(?:-[\d.]+)?")
-
-# Inputs other than the source: a preprocess-only run takes one input and writes one output.
-_INPUT_SUFFIXES = frozenset(
-    (".c", ".cc", ".cp", ".cpp", ".cxx", ".c++", ".cu", ".o", ".obj", ".a", ".so", ".lib")
-)
-_SOURCE_SUFFIXES = _INPUT_SUFFIXES - {".o", ".obj", ".a", ".so", ".lib"}
-# Dependency output: irrelevant to the macros, and refused by nvcc together with -E.
-_DEPENDENCY_FLAGS = frozenset(
-    ("-MD", "-MMD", "-MP", "--generate-dependencies-with-compile",
-     "--generate-nonsystem-dependencies-with-compile")
-)  # fmt: skip
-_DEPENDENCY_VALUE_FLAGS = frozenset(("-MF", "-MT", "-MQ", "--dependency-output"))
-# Options whose next argument is their value, which may look like an input file.
-_VALUE_FLAGS = frozenset(
-    ("-o", "-x", "-include", "-imacros", "--pre-include", "-I", "-isystem", "-iquote",
-     "-idirafter", "-L", "-Xlinker", "-Xcompiler", "-Xptxas", "-Xnvlink", "-Xpreprocessor")
-)  # fmt: skip
 
 _MARKER = re.compile(r'# (\d+) "((?:[^"\\]|\\.)*)"')
 
@@ -70,42 +54,32 @@ class Tuned(NamedTuple):
     location: Location
 
 
-def is_nvcc(executable: str) -> bool:
-    """Whether `executable` is nvcc, which passes preprocessor options on through -Xcompiler."""
-    return bool(_NVCC.fullmatch(os.path.basename(executable)))
-
-
 def checks_values(executable: str) -> bool:
     """Whether annotune knows how to run this compiler preprocess-only (`preprocess_command`);
     a command of another compiler is compiled unchecked."""
-    name = os.path.basename(executable)
-    return is_nvcc(executable) or bool(_GNU_DRIVER.fullmatch(name))
+    return knows_options(executable)
+
+
+_DEPENDENCY_VALUES = frozenset(("dependency_output", "dependency_target"))
 
 
 def preprocess_command(argv: Sequence[str], source: str, letter: str = "") -> list[str]:
     """`argv`, a rendered compile of `source` by a compiler that `checks_values`, turned into a
     preprocess-only run that writes where the compile wrote its program: the same flags,
-    defines and includes; no other input file and no dependency output. `letter` asks for the
-    macros instead of the text (`M`: the list; `D`: each definition in place)."""
-    nvcc = is_nvcc(argv[0])
+    defines and includes; no other input file and no dependency output (irrelevant to the
+    macros, and refused by nvcc with -E). `letter` asks for the macros instead of the text
+    (`M`: the list; `D`: each definition in place)."""
     kept: list[str] = [argv[0], "-E"]
     if letter:
-        kept += [*(("-Xcompiler",) if nvcc else ()), f"-d{letter}"]
-    skip = False
-    for index, arg in enumerate(argv[1:], start=1):
-        previous = argv[index - 1]
-        if skip:
-            skip = False
-        elif arg in _DEPENDENCY_VALUE_FLAGS:
-            skip = True
-        elif arg in _DEPENDENCY_FLAGS or (
-            arg != source
-            and previous not in _VALUE_FLAGS
-            and os.path.splitext(arg)[1].lower() in _INPUT_SUFFIXES
+        kept += [*(("-Xcompiler",) if is_nvcc(argv[0]) else ()), f"-d{letter}"]
+    for argument in arguments(argv):
+        if argument.kind in _DEPENDENCY_VALUES or (
+            argument.kind is None and argument.value in DEPENDENCY_FLAGS
         ):
             continue
-        else:
-            kept.append(arg)
+        if argument.bare and argument.value != source and input_kind(argument.value):
+            continue
+        kept += argument.args
     return kept
 
 
@@ -120,13 +94,7 @@ def dependency_command(argv: Sequence[str], source: str) -> list[str]:
 def source_inputs(argv: Sequence[str]) -> list[str]:
     """The source files a rendered compile command compiles (`.c`, `.cu`, ...): annotune's
     variant and any other the user's command names, which the same `-D` flags reach."""
-    return [
-        arg
-        for index, arg in enumerate(argv[1:], start=1)
-        if argv[index - 1] not in _VALUE_FLAGS
-        and os.path.splitext(arg)[1].lower() in _SOURCE_SUFFIXES
-        and not arg.startswith("-")
-    ]
+    return units(argv)
 
 
 def check_values(

@@ -31,7 +31,6 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 import numpy as np
 
@@ -40,6 +39,7 @@ from annotune.annotate.problem import chosen_kernel
 from annotune.builder import Builder, CompilerCommand, default_compiler
 from annotune.builder.compiler import sm, with_arch
 from annotune.builder.nvrtc import nvrtc_unavailable, start_pool
+from annotune.core.command import is_nvcc, reports_resources
 from annotune.core.diagnostics import AnnotuneError
 from annotune.core.records import BuildResult, Candidates, KernelResources
 from annotune.results.workspace import workspace
@@ -217,30 +217,15 @@ def _with_ptxas_report(command: CompilerCommand) -> CompilerCommand:
     """`command` with `-Xptxas -v` after nvcc's name, unless it asks for the report already
     or is no nvcc."""
     compiler, *rest = command.argv
-    if Path(compiler).name != "nvcc" or _reports_resources(rest):
+    if not is_nvcc(compiler) or reports_resources(command.argv):
         return command
     return CompilerCommand((compiler, "-Xptxas", "-v", *rest))
-
-
-def _reports_resources(args: Sequence[str]) -> bool:
-    """Whether nvcc's `args` make ptxas print each kernel's resources: `-Xptxas -v` (or
-    `--verbose`, alone or in a comma list, `=` or a separate value), `--resource-usage`."""
-    for index, arg in enumerate(args):
-        if arg in ("--resource-usage", "-res-usage"):
-            return True
-        option, equals, value = arg.partition("=")
-        if option in ("-Xptxas", "--ptxas-options"):
-            if not equals:
-                value = args[index + 1] if index + 1 < len(args) else ""
-            if {"-v", "--verbose"} & set(value.split(",")):
-                return True
-    return False
 
 
 def _unreported(command: CompilerCommand | None) -> str:
     """Why the kernels' resources of a CUDA source are not reported, or "": they are nvcc's
     (ptxas's) report, and `command` (None: the nvcc preset) runs another compiler."""
-    if command is None or Path(command.argv[0]).name == "nvcc":
+    if command is None or is_nvcc(command.argv[0]):
         return ""
     return (
         f"the compile command runs {command.argv[0]}, not nvcc: no kernel's registers, shared "

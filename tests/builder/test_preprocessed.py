@@ -113,23 +113,6 @@ def test_a_value_used_only_in_another_file_of_the_command_counts(tmp_path):
     assert hashes[0] != hashes[1]
 
 
-def test_the_architectures_nvcc_compiles_for_are_read_from_every_spelling():
-    from annotune.builder.preprocessed import device_architectures
-
-    assert device_architectures(["nvcc", "-arch=sm_80", "k.cu"]) == ["80"]
-    assert device_architectures(["nvcc", "-arch", "sm_90a", "k.cu"]) == ["90"]
-    two = [
-        "nvcc",
-        "-gencode",
-        "arch=compute_80,code=sm_80",
-        "--generate-code=arch=compute_90,code=[sm_90]",
-    ]
-    assert device_architectures(two) == ["80", "90"]
-    assert device_architectures(["nvcc", "-arch=all", "k.cu"]) is None
-    assert device_architectures(["nvcc", "-arch", "native", "k.cu"]) is None
-    assert device_architectures(["nvcc", "k.cu"]) == []
-
-
 @needs_nvcc
 def test_a_value_used_only_for_a_later_architecture_counts(tmp_path):
     source = """\

@@ -12,43 +12,16 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from annotune.annotate.config.located_toml import Positions
 from annotune.annotate.config.values import resolved, string_list
 from annotune.annotate.source import language_of
+from annotune.core.command import PATH_KINDS, PRESET_NAMES, arguments, compiles_c_as_cxx, is_nvcc
 from annotune.core.diagnostics import AnnotuneError, Location
 from annotune.core.inputs import SOURCE, check_input
+from annotune.core.toml import Positions
 
-PRESETS = ("nvcc", "gcc", "g++", "nvc", "nvc++", "cc", "c++")  # names build.compiler knows
-
-# The compile command's options that tell its preprocessor something (and `-L`, a path too),
-# each spelling of gcc, clang and nvcc mapped to one name.
-_OPTIONS = {
-    "-I": "-I",
-    "--include-path": "-I",
-    "-iquote": "-iquote",
-    "-isystem": "-isystem",
-    "--system-include": "-isystem",
-    "-idirafter": "-idirafter",
-    "-include": "-include",
-    "--pre-include": "-include",
-    "-imacros": "-imacros",
-    "-D": "-D",
-    "--define-macro": "-D",
-    "-U": "-U",
-    "--undefine-macro": "-U",
-    "-x": "-x",
-    "--x": "-x",
-    "-L": "-L",
-    "--library-path": "-L",
-}
-_PATH_OPTIONS = {"-I", "-iquote", "-isystem", "-idirafter", "-include", "-imacros", "-L"}
-# Those whose value may be joined to them (`-Idir`, `-DNAME`, `-xc++`), longest first.
-_JOINED = ("-idirafter", "-isystem", "-iquote", "-imacros", "-include")
-_JOINED += ("-I", "-D", "-U", "-L", "-x")
 # `-x` values: nvcc's (c, c++, cu) and gcc's or clang's; "none" and any other: by extension.
 _LANGUAGES = {
     "c": "c",
@@ -58,8 +31,14 @@ _LANGUAGES = {
     "cu": "cuda",
     "cuda": "cuda",
 }
-# Compiler drivers that compile a .c file as C++ (g++-12, clang++, nvc++, MPI and Intel ones).
-_CXX_DRIVER = re.compile(r"(g\+\+|c\+\+|clang\+\+|nvc\+\+|mpicxx|mpic\+\+|icpx|icpc|CC)(-[\d.]+)?")
+# The include flags libclang is given as the command spells them, by kind.
+_FLAG_SPELLINGS = {
+    "quote_dir": "-iquote",
+    "system_dir": "-isystem",
+    "after_dir": "-idirafter",
+    "forced_include": "-include",
+    "forced_macros": "-imacros",
+}
 _DEFINE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\([^()\n\r]*\))?(=[^\n\r]*)?")
 
 
@@ -70,7 +49,7 @@ def compile_command(entry: dict, base: Path, where: Positions, at: tuple) -> tup
     if value is None:
         return None
     argv = [value] if isinstance(value, str) else string_list(entry, "compile", where, at)
-    if len(argv) == 1 and argv[0] not in PRESETS:
+    if len(argv) == 1 and argv[0] not in PRESET_NAMES:
         try:
             argv = shlex.split(argv[0])
         except ValueError as error:
@@ -93,12 +72,15 @@ def _absolute_args(argv: list[str], base: Path) -> list[str]:
     compiler = argv[0]
     named = "/" in compiler and _names_file(compiler, base)
     absolute = [resolved(base, compiler) if named else compiler]
-    for _, name, value, args in _arguments(argv):
-        if name is None and _names_file(value, base):
+    for argument in arguments(argv):
+        value, args = argument.value, argument.args
+        if argument.kind is None and _names_file(value, base):
             absolute.append(resolved(base, value))
-        elif name in _PATH_OPTIONS and "{" not in value:  # a placeholder: annotune fills it in
+        elif argument.kind in PATH_KINDS and "{" not in value:  # a placeholder: annotune's
             path = resolved(base, value)
             absolute += [args[0], path] if len(args) == 2 else [args[0][: -len(value)] + path]
+        elif len(args) == 2 and _names_file(value, base):  # `-o prog`, `-Xlinker map.ld`
+            absolute += [args[0], resolved(base, value)]
         else:
             absolute += args
     return absolute
@@ -111,37 +93,6 @@ def _names_file(arg: str, base: Path) -> bool:
         return (base / arg).exists()
     except OSError:  # a name too long for one (a script given with `python -c`)
         return False
-
-
-def _arguments(argv: Sequence[str]) -> Iterator[tuple[int, str | None, str, list[str]]]:
-    """Each argument after the compiler's name, an option's value with it: its index, the
-    option's name in `_OPTIONS` (None: another argument), its value (or the argument itself),
-    and the arguments it spans (two when the value is the next one: `-I dir`)."""
-    index = 1
-    while index < len(argv):
-        arg = argv[index]
-        following = argv[index + 1] if index + 1 < len(argv) else None
-        name, value, separate = _option(arg, following)
-        args = list(argv[index : index + 2 if separate else index + 1])
-        yield index, name, value, args
-        index += len(args)
-
-
-def _option(arg: str, following: str | None) -> tuple[str | None, str, bool]:
-    """`arg` as (its name in `_OPTIONS`, its value, whether the value is `following`), or
-    (None, arg, False) when it is no such option."""
-    if arg in _OPTIONS and following is not None:
-        return _OPTIONS[arg], following, True
-    spelling, equals, value = arg.partition("=")
-    if equals and value and spelling.startswith("--") and spelling in _OPTIONS:
-        return _OPTIONS[spelling], value, False
-    for spelling in _JOINED if arg != "-undef" else ():  # gcc's -undef defines no macro "ndef"
-        value = arg[len(spelling) :]
-        if arg.startswith(spelling) and value:
-            if spelling in _PATH_OPTIONS and value.startswith("-"):  # -include-pch, -I-
-                break
-            return spelling, value, False
-    return None, arg, False
 
 
 @dataclass(frozen=True)
@@ -166,20 +117,21 @@ def command_view(argv: tuple[str, ...], source: Path) -> CommandView:
     include_dirs: list[str] = []
     flags: list[tuple[str, str]] = []
     macros: dict[str, str | None] = {}  # name -> its -D value, None when undefined
-    for index, name, value, _ in _arguments(argv):
-        if name == "-x" and (compiler == "nvcc" or index < source_at):
+    for argument in arguments(argv):
+        kind, value = argument.kind, argument.value
+        if kind == "language" and (is_nvcc(compiler) or argument.index < source_at):
             if value in _LANGUAGES or value == "none":
                 language = _LANGUAGES.get(value)
-        elif name == "-I":
+        elif kind == "include_dir":
             include_dirs.append(value)
-        elif name in ("-iquote", "-isystem", "-idirafter", "-include", "-imacros"):
-            flags.append((name, value))
-        elif name in ("-D", "-U") and (macro := _DEFINE.fullmatch(value)):
+        elif kind in _FLAG_SPELLINGS:
+            flags.append((_FLAG_SPELLINGS[kind], value))
+        elif kind in ("define", "undefine") and (macro := _DEFINE.fullmatch(value)):
             macros.pop(macro.group(1), None)  # a later flag: last in order
-            macros[macro.group(1)] = value if name == "-D" else None
+            macros[macro.group(1)] = value if kind == "define" else None
     if language is None:
         language = language_of(source)
-        if language == "c" and _CXX_DRIVER.fullmatch(compiler):
+        if language == "c" and compiles_c_as_cxx(compiler):
             language = "c++"
     return CommandView(
         compiler,
@@ -208,9 +160,9 @@ def with_defines(
             hint='e.g. compile = "nvcc -O3 {source} -o {output}"',
         )
     set_by_command = {
-        macro.group(1): (name, value)
-        for _, name, value, _ in _arguments(argv)
-        if name in ("-D", "-U") and (macro := _DEFINE.fullmatch(value))
+        macro.group(1): ("-D" if argument.kind == "define" else "-U", argument.value)
+        for argument in arguments(argv)
+        if argument.kind in ("define", "undefine") and (macro := _DEFINE.fullmatch(argument.value))
     }
     flags = []
     for index, define in enumerate(defines):

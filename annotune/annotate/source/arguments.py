@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from annotune.core.command import is_nvcc
+
 SHIM_PATH = "/__annotune__/cuda_shim.h"
 ANNOTUNE_INCLUDE_DIR = Path(__file__).resolve().parents[2] / "include"
 """annotune's own headers (annotune_timing.h): on every include path, never the user's files."""
@@ -62,7 +64,7 @@ def compiler_macros(language: str, compiler: str | None) -> list[str]:
     compiles, a .cpp too. `compiler`: the compile command's file name or preset; None, the
     default one: nvcc for CUDA."""
     cuda = ["__CUDACC__"] if language == "cuda" else []
-    nvcc = compiler == "nvcc" or (compiler is None and language == "cuda")
+    nvcc = is_nvcc(compiler) if compiler is not None else language == "cuda"
     return cuda + (["__NVCC__"] if nvcc else [])
 
 
