@@ -25,7 +25,6 @@ from __future__ import annotations
 import difflib
 import math
 import re
-import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,17 +35,13 @@ import numpy as np
 
 from annotune.core.diagnostics import AnnotuneError, Location
 from annotune.core.inputs import CONFIG, read_text
+from annotune.core.toml import Positions, parse_toml
 from annotune.run import device as devices
 from annotune.transfer import features as known
 from annotune.transfer.features import FEATURE_NAMES, DeviceFeatures
 
 if TYPE_CHECKING:
     from annotune.results.replay import ReplayDataset
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 # --- the user's table ---
 
@@ -124,8 +119,8 @@ def read_gpu_entries(
     named by --gpus, anything but `[[gpu]]` is a mistake and reported.
     """
     text = read_text(path, CONFIG)
-    data = _parse(text, path)
-    where = _Where(path, text)
+    data = parse_toml(text, path)
+    where = _Where(path, text, top)
     for part in top:
         data = data.get(part, {}) if isinstance(data, dict) else {}
     if not isinstance(data, dict):
@@ -176,58 +171,22 @@ def _entry(entry: dict, index: int, where: _Where) -> UserGpu:
     return UserGpu(name, tuple(aliases), entry.get("architecture"), values, where.entry(index))
 
 
-def _parse(text: str, path: Path) -> dict:
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
-        found = re.search(r"\(at line (\d+), column (\d+)\)", str(error))
-        line, column = (int(found.group(1)), int(found.group(2))) if found else (1, 1)
-        message = str(error).split(" (at ")[0]
-        raise AnnotuneError(f"invalid TOML: {message}", Location(str(path), line, column)) from None
-    except RecursionError:
-        raise AnnotuneError(
-            "invalid TOML: arrays or tables nested too deeply", Location(str(path), 1, 1)
-        ) from None
-
-
-_HEADER = re.compile(r"\s*\[\[\s*(?:tool\s*\.\s*annotune\s*\.\s*)?gpu\s*\]\]")
-_TABLE = re.compile(r"\s*\[")
-_KEY = re.compile(r"\s*(\"[^\"]*\"|'[^']*'|[A-Za-z0-9_-]+)\s*=\s*")
-
-
 class _Where:
-    """Where each `[[gpu]]` entry, and each `key = value` line in it, is written: a line scan
-    of the form gpus.toml uses (tomllib reports no positions). A key written some other way
-    (an inline table) is located at its entry's `[[gpu]]` line, or at the top-level key."""
+    """Where each `[[gpu]]` entry under `top`, and each key of it, is written."""
 
-    def __init__(self, path: Path, text: str):
-        self.file = str(path)
-        self.entries: list[int] = []
-        self.keys: dict[tuple[int | None, str], tuple[int, int, int]] = {}
-        current: int | None = None
-        for number, line in enumerate(text.splitlines(), 1):
-            if _HEADER.match(line):
-                self.entries.append(number)
-                current = len(self.entries) - 1
-            elif _TABLE.match(line):
-                current = -1  # another table: its keys are not a gpu's
-            elif (match := _KEY.match(line)) and current != -1:
-                key = match.group(1).strip("\"'")
-                start = len(line) - len(line.lstrip()) + 1
-                self.keys.setdefault((current, key), (number, start, match.end() + 1))
+    def __init__(self, path: Path, text: str, top: tuple[str, ...]):
+        self._positions = Positions(path, text)
+        self._top = top
 
     def entry(self, index: int) -> Location:
-        if index < len(self.entries):
-            return Location(self.file, self.entries[index], 1)
-        return Location(self.file, 1, 1)
+        return self._positions.key((*self._top, "gpu", index))
 
     def key(self, index: int | None, key: str) -> Location:
-        found = self.keys.get((index, key))
-        return Location(self.file, found[0], found[1]) if found else self.entry(index or 0)
+        at = (key,) if index is None else ("gpu", index, key)
+        return self._positions.key((*self._top, *at))
 
     def value(self, index: int, key: str) -> Location:
-        found = self.keys.get((index, key))
-        return Location(self.file, found[0], found[2]) if found else self.entry(index)
+        return self._positions.value((*self._top, "gpu", index, key))
 
 
 # --- what a name tells ---

@@ -164,16 +164,19 @@ def test_config_files_carry_gpu_entries(tmp_path):
     ("text", "where", "message"),
     [
         ('[[gpu]]\nname = "X"\ncorez = 3\n', "3:1", "unknown field 'corez'"),
-        ('[[gpu]]\nname = "X"\ncores = "many"\n', "3:9", "cores must be a finite number"),
+        ('[[gpu]]\nname = "X"\ncores = "many"\n', "3:10", "cores must be a finite number"),
         ('[[gpu]]\nname = "X"\nvendor_nvidia = 2\n', "3:17", "vendor_nvidia must be 1 or 0"),
         ('[[gpu]]\nname = "X"\ncores = true\n', "3:9", "cores must be a finite number"),
-        ('[[gpu]]\nname = "X"\n\n[[gpu]]\ncores = 3\n', "4:1", "needs a name"),
+        ('[[gpu]]\nname = "X"\n\n[[gpu]]\ncores = 3\n', "4:3", "needs a name"),
         ("[[gpu]]\nname = 3\n", "2:8", "needs a name"),
-        ('[[gpu]]\nname = "X"\naliases = "Y"\n', "3:11", "aliases must be a list"),
+        ('[[gpu]]\nname = "X"\naliases = "Y"\n', "3:12", "aliases must be a list"),
         ('[[gpu]]\nname = "X"\narchitecture = 3\n', "3:16", "architecture must be a string"),
         ("gpus = 1\n", "1:1", "unknown key 'gpus'"),
         ('[[gpu]]\nname = "X\n', "2:10", "invalid TOML"),
         ("gpu = 3\n", "1:1", "array of tables"),
+        # Located as the config's keys are, in any TOML form (the old line scan knew one).
+        ('gpu = [{name = "X", cores = -1}]\n', "1:29", "cores must be a finite number"),
+        ('[[gpu]]\nname = "X"\n"cores" = "many"\n', "3:12", "cores must be"),
     ],
 )
 def test_every_mistake_in_a_gpu_table_is_located(tmp_path, text, where, message):

@@ -14,13 +14,13 @@ from annotune.annotate.config.command import (
     with_defines,
 )
 from annotune.annotate.config.kernel_tables import kernel_tables
-from annotune.annotate.config.located_toml import Positions, parse_toml
 from annotune.annotate.config.records import ConfigParam, FileConfig
 from annotune.annotate.config.settings import run_settings
 from annotune.annotate.config.values import C_NAME, quoted_key, resolved, string_list, table_value
 from annotune.annotate.grammar import CLAUSES, GrammarError, parse_domain
 from annotune.core.diagnostics import AnnotuneError
 from annotune.core.inputs import CONFIG, read_text
+from annotune.core.toml import Positions, parse_toml
 
 _TOP_KEYS = {"file", "gpu"}
 _FILE_KEYS = {

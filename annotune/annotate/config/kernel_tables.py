@@ -4,10 +4,10 @@ checked."""
 
 from __future__ import annotations
 
-from annotune.annotate.config.located_toml import Positions
 from annotune.annotate.config.values import C_NAME
 from annotune.annotate.grammar import CLAUSES, DeclaredClause, DeclaredKernel
 from annotune.core.diagnostics import AnnotuneError
+from annotune.core.toml import Positions
 
 
 def kernel_tables(entry: dict, where: Positions, at: tuple) -> tuple[DeclaredKernel, ...]:

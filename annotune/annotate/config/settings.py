@@ -8,10 +8,10 @@ import math
 import re
 from pathlib import Path
 
-from annotune.annotate.config.located_toml import Positions
 from annotune.annotate.config.values import C_NAME, resolved, string_list, table_value
 from annotune.annotate.problem import EnvSetting, RunSettings
 from annotune.core.diagnostics import AnnotuneError
+from annotune.core.toml import Positions
 
 _TIME_UNITS = ("s", "ms", "us", "ns")  # those run.program knows
 

@@ -9,9 +9,9 @@ import os
 import pwd
 from pathlib import Path
 
-from annotune.annotate.config.located_toml import parse_toml
 from annotune.core.diagnostics import AnnotuneError, Location
 from annotune.core.inputs import CONFIG, check_input, read_text
+from annotune.core.toml import parse_toml
 
 CONFIG_NAMES = ("annotune.toml", "pyproject.toml")
 

@@ -7,8 +7,8 @@ import os
 import re
 from pathlib import Path
 
-from annotune.annotate.config.located_toml import Positions
 from annotune.core.diagnostics import AnnotuneError
+from annotune.core.toml import Positions
 
 C_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a macro's, or an environment variable's
 
