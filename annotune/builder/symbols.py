@@ -15,6 +15,10 @@ import ctypes.util
 import functools
 import re
 from collections.abc import Iterable
+from dataclasses import replace
+
+from annotune.builder.compiler import CompileResult
+from annotune.builder.variants import VariantSource
 
 _SUFFIX = re.compile(r"\b(\d+)(?:ull|ul|ll|u|l)\b", re.IGNORECASE)
 
@@ -97,3 +101,30 @@ def _libc_free():  # noqa: ANN202 - a ctypes function
     function = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").free
     function.argtypes = [ctypes.c_void_p]
     return function
+
+
+def instantiating(variant: VariantSource, instances: dict[str, str]) -> VariantSource:
+    """`variant` with its main file naming each template kernel's instance at its end, in host
+    code, which makes nvcc instantiate it: kernel mode launches it, the program may not."""
+    lines = [b"\n/* annotune: the template instances kernel mode launches */\n"]
+    lines += [
+        f"static void *const annotune_instance_{index} __attribute__((unused)) = "
+        f"(void *)&{instance};\n".encode()
+        for index, instance in enumerate(instances.values())
+    ]
+    files = {**variant.files, variant.main: variant.files[variant.main] + b"".join(lines)}
+    return replace(variant, files=files, rewritten=True)
+
+
+def found_instances(result: CompileResult, instances: dict[str, str]) -> CompileResult:
+    """`result` with each template kernel's symbol, found among the kernels of nvcc's cubin;
+    a failure when one is not there (once)."""
+    symbols = {}
+    for name, instance in instances.items():
+        symbol = instance_symbol(instance, result.resources)
+        if symbol is None:
+            named = ", ".join(sorted(result.resources)) or "none"
+            said = f"compile failed: nvcc's cubin has no kernel {instance} (its: {named})"
+            return CompileResult(False, result.seconds, said)
+        symbols[name] = symbol
+    return replace(result, symbols=symbols)
