@@ -8,7 +8,6 @@ space on other GPUs, the search starts from what they teach (`--no-transfer`: it
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
@@ -23,9 +22,6 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from annotune.annotate import read_problem
-from annotune.annotate.summary import require_legal
-from annotune.builder.nvrtc import start_pool
 from annotune.cli.app import (
     EXIT_FAILED,
     ConfigPath,
@@ -51,7 +47,6 @@ from annotune.cli.params import (
     time_pattern,
     tolerance,
 )
-from annotune.core.diagnostics import AnnotuneError
 from annotune.core.records import OBJECTIVE_GAINS, OBJECTIVE_UNITS, OBJECTIVES
 from annotune.core.render import render
 from annotune.emit import check_headers_writable
@@ -59,14 +54,16 @@ from annotune.emit.sizes import parse_sizes
 from annotune.run.backends import BACKENDS
 from annotune.run.program import TIME_UNITS
 from annotune.search import STRATEGY_NAMES
-from annotune.session.compile_only import CompileReport, compile_configurations
-from annotune.session.options import TuneArguments, tune_options
+from annotune.session.compile_only import CompileReport, compile_file
+from annotune.session.options import TuneArguments
 from annotune.session.report import (
     FailureKind,
     NoCudaDevice,
     TuneProgress,
     TuneReport,
+    TuneStatus,
     WallBreakdown,
+    worst_status,
 )
 
 if TYPE_CHECKING:
@@ -373,16 +370,6 @@ def tune_command(
 
     With --ray, on the devices of a Ray cluster; with --replay, on replay devices."""
     with user_errors():
-        if arch is not None and not compile_only:
-            raise AnnotuneError(
-                "--arch works with --compile-only; a tune compiles with its compile command",
-                hint="name the architecture in --compiler, e.g. "
-                "--compiler 'nvcc -O3 -arch=sm_90 {source} -o {output}'",
-            )
-        if compile_only and (ray or replay):
-            raise AnnotuneError(
-                "--compile-only compiles here and measures nothing: drop --ray and --replay"
-            )
         given = TuneArguments(
             strategy=strategy,
             budget=budget,
@@ -424,38 +411,28 @@ def tune_command(
             replay=tuple(replay or ()),
             replay_delay=None if replay_delay == "recorded" else float(replay_delay),
             sync=sync,
+            compile_only=compile_only,
+            arch=arch,
+            sized=sizes is not None,
         )
         if sizes is not None:
-            if compile_only:
-                raise AnnotuneError("--sizes tunes; --compile-only compiles one size at a time")
             name, values = parse_sizes(sizes)
             check_headers_writable(file, out_dir)
             _tune_sizes(file, given, name, values, config, json)
             return
-        if mode == "kernel" and compiler is None:
-            # NVRTC's workers start (about a second) while libclang parses the source.
-            start_pool(max(1, jobs or os.cpu_count() or 1))
-        problem = read_problem(file, config_path=config)
-        require_legal(problem)  # before anything is compiled
-        options = tune_options(problem, given)
         if compile_only:
-            _report_compiles(compile_configurations(problem, options, arch), json)
+            _report_compiles(compile_file(file, given, config_path=config), json)
             return
-        check_headers_writable(problem.source, options.out_dir)
         # The search and its models (scikit-learn: a second or two) are imported only to tune.
-        from annotune.session.distributed import tune_devices
-        from annotune.session.tuner import tune
+        from annotune.session.tuner import tune_file
 
         try:
             with _ProgressDisplay(enabled=not json and stderr.is_terminal) as display:
-                if options.ray:
-                    reports = tune_devices(problem, options, display.update)
-                else:
-                    reports = [tune(problem, options, display.update)]
+                reports = tune_file(file, given, config_path=config, on_progress=display.update)
         except NoCudaDevice as error:
             stderr.print(render(error), markup=False, highlight=False)
             raise typer.Exit(code=EXIT_FAILED) from None
-    if json and options.ray:  # one report per kind of device, however many kinds
+    if json and ray:  # one report per kind of device, however many kinds
         print_json({"tunes": [report.to_json() for report in reports]})
     elif json:
         print_json(reports[0].to_json())
@@ -468,25 +445,25 @@ def tune_command(
 
 
 def _exit_for(reports: list[TuneReport]) -> None:
-    """The exit code of one or more tunes: the worst of them (lost devices, then an
-    interruption, then a failed baseline or nothing that ran)."""
+    """The exit code of one or more tunes: their worst status (`TuneStatus`), each failure
+    said on stderr."""
+    status = worst_status(report.status for report in reports)
     for report in reports:
-        if report.devices_lost:
+        if report.status is TuneStatus.DEVICES_LOST:
             stderr.print(
                 f"annotune: error: {report.device}: {report.devices_lost}",
                 markup=False,
                 highlight=False,
             )
-    if any(report.devices_lost for report in reports):
-        raise typer.Exit(code=EXIT_FAILED)
-    if any(report.interrupted for report in reports):
+    if status is TuneStatus.INTERRUPTED:
         raise typer.Exit(code=interrupted_exit_code())
-    for report in reports:
-        if report.baseline_failed:
-            _say_baseline_failed(report)
-        elif report.best is None:
-            _say_no_best(report)
-    if any(report.baseline_failed or report.best is None for report in reports):
+    if status is not TuneStatus.DEVICES_LOST:
+        for report in reports:
+            if report.status is TuneStatus.BASELINE_FAILED:
+                _say_baseline_failed(report)
+            elif report.status is TuneStatus.NO_BEST:
+                _say_no_best(report)
+    if status.failed:
         raise typer.Exit(code=EXIT_FAILED)
 
 
@@ -572,14 +549,13 @@ def _tune_sizes(
                 markup=False,
                 highlight=False,
             )
-    if report.interrupted:
+    if report.status is TuneStatus.INTERRUPTED:
         raise typer.Exit(code=interrupted_exit_code())
-    failed = report.baseline_failed
-    if failed is not None:
-        _say_baseline_failed(failed.report)
-        raise typer.Exit(code=EXIT_FAILED)
-    if report.header is None:
+    if report.baseline_failed is not None:
+        _say_baseline_failed(report.baseline_failed.report)
+    elif report.status is TuneStatus.NO_BEST:
         stderr.print("annotune: error: no configuration ran successfully", highlight=False)
+    if report.status.failed:
         raise typer.Exit(code=EXIT_FAILED)
 
 

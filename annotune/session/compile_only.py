@@ -26,25 +26,31 @@ of CUDA (clang) gives no such report, and the report says so.
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 
-from annotune.annotate import Problem, problem_space
+from annotune.annotate import Problem, problem_space, read_problem
 from annotune.annotate.problem import chosen_kernel
+from annotune.annotate.summary import require_legal
 from annotune.builder import Builder, CompilerCommand, default_compiler
 from annotune.builder.compiler import sm, with_arch
-from annotune.builder.nvrtc import nvrtc_unavailable, start_pool
 from annotune.core.command import is_nvcc, reports_resources
 from annotune.core.diagnostics import AnnotuneError
 from annotune.core.records import BuildResult, Candidates, KernelResources
 from annotune.results.workspace import workspace
 from annotune.search import create
-from annotune.session.options import TuneOptions, kernel_mode
+from annotune.session.options import (
+    TuneArguments,
+    TuneOptions,
+    kernel_mode,
+    tune_options,
+    warm_nvrtc,
+)
 from annotune.session.report import FailureKind, failure_kind
 from annotune.transfer.features import lookup
 
@@ -142,10 +148,7 @@ def compile_configurations(
     started = time.monotonic()
     kernel = chosen_kernel(problem, options.mode, options.kernel)
     nvrtc = kernel is not None and options.compiler is None
-    if nvrtc and not nvrtc_unavailable():
-        # NVRTC's workers start while the space is enumerated; as wide as the Builder's pool,
-        # which takes them.
-        start_pool(max(1, options.jobs or os.cpu_count() or 1))
+    warm_nvrtc(kernel is not None, options.compiler, options.jobs)  # while the space is read
     space = problem_space(problem)
     rng = np.random.default_rng(options.seed)
     legal, legal_count = space.search_rows(rng)
@@ -276,3 +279,14 @@ def _count(kinds: dict[tuple[str, str], FailureKind], error: str, params: dict) 
         if known is None
         else replace(known, count=known.count + 1)
     )
+
+
+def compile_file(
+    source: Path, given: TuneArguments, *, config_path: Path | None = None
+) -> CompileReport:
+    """`tune --compile-only`: `source` read (its annotations legal), and
+    `compile_configurations` with the options `given` and the config make."""
+    warm_nvrtc(given.mode == "kernel", given.compiler, given.jobs)  # while libclang parses
+    problem = read_problem(source, config_path=config_path)
+    require_legal(problem)  # before anything is compiled
+    return compile_configurations(problem, tune_options(problem, given), given.arch)

@@ -9,6 +9,7 @@ and nowhere else; the CLI only parses into `TuneArguments` and prints what `tune
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, TypeVar
@@ -16,6 +17,7 @@ from typing import Literal, TypeVar
 from annotune.annotate import Problem
 from annotune.annotate.problem import RunSettings, chosen_kernel
 from annotune.builder import CompilerCommand
+from annotune.builder.nvrtc import nvrtc_unavailable, start_pool
 from annotune.core.diagnostics import AnnotuneError
 from annotune.core.records import OBJECTIVES, Number
 from annotune.run.program import RunSpec, env_placeholders
@@ -169,6 +171,9 @@ class TuneArguments:
     sync: bool = TuneOptions.sync
     objective: str = TuneOptions.objective
     gpus: Path | None = None  # the user's GPU table (`--gpus`): features for transfer
+    compile_only: bool = False  # compile configurations, run none (`compile_file`)
+    arch: str | None = None  # with compile_only: the architecture nvcc compiles for
+    sized: bool = False  # tuned at several problem sizes (`tune_sizes`)
 
     def __post_init__(self) -> None:
         if self.transfer_from and not self.transfer:
@@ -185,6 +190,23 @@ class TuneArguments:
         if self.reference is not None:
             parse_reference(self.reference)
         self._check_devices()
+        self._check_compile_only()
+
+    def _check_compile_only(self) -> None:
+        """`--arch` and `--compile-only` go together; a compile-only run measures nothing, on
+        no device, at one size."""
+        if self.arch is not None and not self.compile_only:
+            raise AnnotuneError(
+                "--arch works with --compile-only; a tune compiles with its compile command",
+                hint="name the architecture in --compiler, e.g. "
+                "--compiler 'nvcc -O3 -arch=sm_90 {source} -o {output}'",
+            )
+        if self.compile_only and (self.ray or self.replay):
+            raise AnnotuneError(
+                "--compile-only compiles here and measures nothing: drop --ray and --replay"
+            )
+        if self.compile_only and self.sized:
+            raise AnnotuneError("--sizes tunes; --compile-only compiles one size at a time")
 
     def _check_devices(self) -> None:
         """Where the tune measures: Ray's options need --ray, and a count of replay devices
@@ -342,3 +364,11 @@ def _env(problem: Problem) -> tuple[tuple[str, str], ...]:
 
 def _first(given: T | None, configured: T | None) -> T | None:
     return given if given is not None else configured
+
+
+def warm_nvrtc(kernels: bool, compiler: object | None, jobs: int | None) -> None:
+    """Start NVRTC's workers (about a second, in the background) when kernels will compile
+    with NVRTC (kernel mode, no compile command): called before libclang parses the source, or
+    the space is enumerated, the workers are up by the time the first variant is ready."""
+    if kernels and compiler is None and not nvrtc_unavailable():
+        start_pool(max(1, jobs or os.cpu_count() or 1))

@@ -4,10 +4,11 @@ header's lines on the speedup and the objective, made from them."""
 
 from __future__ import annotations
 
+import enum
 import re
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -208,6 +209,26 @@ class Stopwatch:
         )
 
 
+class TuneStatus(enum.Enum):
+    """How a tune ended, worst last: what its exit status says (`worst_status` of several)."""
+
+    OK = 0  # a best configuration, checked against the baseline
+    NO_BEST = 1  # nothing ran successfully
+    BASELINE_FAILED = 2  # the baseline failed: nothing to check or compare against
+    INTERRUPTED = 3  # stopped by a signal: what was measured is kept
+    DEVICES_LOST = 4  # every device was lost
+
+    @property
+    def failed(self) -> bool:
+        """Whether a command ending so fails (an interruption has an exit code of its own)."""
+        return self is not TuneStatus.OK
+
+
+def worst_status(statuses: Iterable[TuneStatus]) -> TuneStatus:
+    """The status of several tunes run as one (devices of several kinds, sizes)."""
+    return max(statuses, key=lambda status: status.value, default=TuneStatus.OK)
+
+
 @dataclass(frozen=True)
 class TuneReport:
     device: str
@@ -238,6 +259,17 @@ class TuneReport:
     devices: tuple[DeviceRate, ...] = ()  # what each device measured (several devices)
     devices_lost: str = ""  # why the tune stopped early: every device was lost
     objective: str = "time"  # what was minimised; the speedup is the baseline's over the winner's
+
+    @property
+    def status(self) -> TuneStatus:
+        """How this tune ended, for its exit status."""
+        if self.devices_lost:
+            return TuneStatus.DEVICES_LOST
+        if self.interrupted:
+            return TuneStatus.INTERRUPTED
+        if self.baseline_failed:
+            return TuneStatus.BASELINE_FAILED
+        return TuneStatus.NO_BEST if self.best is None else TuneStatus.OK
 
     def to_json(self) -> dict:
         verdict = self.recheck

@@ -24,7 +24,7 @@ from annotune.emit import tuned_header_path, write_if_changed
 from annotune.emit.sizes import SizeEntry, SizeTable, render_size_header
 from annotune.session.measurers import run_environment
 from annotune.session.options import TuneArguments, TuneOptions, kernel_mode, tune_options
-from annotune.session.report import ProgressCallback, TuneReport, speedup_claim
+from annotune.session.report import ProgressCallback, TuneReport, TuneStatus, speedup_claim
 from annotune.session.tuner import tune
 
 
@@ -57,6 +57,15 @@ class SizesReport:
     @property
     def baseline_failed(self) -> SizeOutcome | None:
         return next((o for o in self.outcomes if o.report.baseline_failed), None)
+
+    @property
+    def status(self) -> TuneStatus:
+        """How the tunes ended: interrupted, a baseline failed, no header (nothing ran)."""
+        if self.interrupted:
+            return TuneStatus.INTERRUPTED
+        if self.baseline_failed is not None:
+            return TuneStatus.BASELINE_FAILED
+        return TuneStatus.NO_BEST if self.header is None else TuneStatus.OK
 
     def to_json(self) -> dict:
         return {

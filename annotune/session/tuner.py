@@ -20,12 +20,22 @@ and the compile cache go to the user's cache directory
 
 from __future__ import annotations
 
-from annotune.annotate import Problem
+from pathlib import Path
+
+from annotune.annotate import Problem, read_problem
 from annotune.annotate.problem import chosen_kernel
+from annotune.annotate.summary import require_legal
+from annotune.emit import check_headers_writable
 from annotune.run.device import gpu_name
 from annotune.session.distributed import tune_devices
 from annotune.session.loop import tune_on
-from annotune.session.options import TuneOptions, kernel_mode
+from annotune.session.options import (
+    TuneArguments,
+    TuneOptions,
+    kernel_mode,
+    tune_options,
+    warm_nvrtc,
+)
 from annotune.session.plan import replay_devices
 from annotune.session.report import NoCudaDevice, ProgressCallback, TuneReport
 
@@ -67,3 +77,24 @@ def _require_cuda_device(problem: Problem, mode: str) -> None:
             hint="check that the variants compile with --compile-only (--arch sm_XY picks "
             "the GPU architecture)",
         )
+
+
+def tune_file(
+    source: Path,
+    given: TuneArguments,
+    *,
+    config_path: Path | None = None,
+    on_progress: ProgressCallback | None = None,
+) -> list[TuneReport]:
+    """`annotune tune FILE`: `source` read (its annotations legal, the header's directory
+    writable, before anything is built) and tuned with the options `given` and the config
+    make; one report per kind of device (several only with `--ray` over several
+    recordings). Raises as `tune` does."""
+    warm_nvrtc(given.mode == "kernel", given.compiler, given.jobs)  # while libclang parses
+    problem = read_problem(source, config_path=config_path)
+    require_legal(problem)
+    options = tune_options(problem, given)
+    check_headers_writable(problem.source, options.out_dir)
+    if options.ray:
+        return tune_devices(problem, options, on_progress)
+    return [tune(problem, options, on_progress)]

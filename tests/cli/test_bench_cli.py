@@ -157,7 +157,7 @@ def test_a_malformed_gpu_table_is_a_located_error(cli, tmp_path):
     bad.write_text('[[gpu]]\nname = "AMD Radeon PRO W7700"\ncores = "many"\n')
     done = cli("bench", "--transfer", *paths, "--repeats", "1", "--gpus", bad)
     assert done.exit_code == 2 and done.stdout == ""
-    assert done.stderr.startswith(f"{bad}:3:9: error: cores must be a finite number")
+    assert done.stderr.startswith(f"{bad}:3:10: error: cores must be a finite number")
     missing = cli("bench", "--transfer", *paths, "--gpus", tmp_path / "nope.toml")
     assert missing.exit_code == 2 and "Traceback" not in missing.stderr
 
