@@ -15,7 +15,7 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import Annotated, Literal, TypeVar
 
 import typer
 
@@ -127,3 +127,31 @@ def _writable(path: Path, *, directory: bool) -> None:
     reason = why_not_writable(path, directory=directory)
     if reason is not None:
         raise typer.BadParameter(f"cannot write {str(path)!r}: {reason}")
+
+
+def device_count(value: str | None) -> int | Literal["all"] | None:
+    """`--devices`: a count from 1, or `all`."""
+    if value is None or value == "all":
+        return value
+    try:
+        count = int(value)
+    except ValueError:
+        count = 0
+    if not 1 <= count <= MAX_COUNT:
+        raise typer.BadParameter(f"must be a count from 1 or 'all', not {value!r}")
+    return count
+
+
+def replay_delay_value(value: str) -> str:
+    """`--replay-delay`: seconds from 0, or `recorded`."""
+    if value == "recorded":
+        return value
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and 0 <= seconds <= MAX_SECONDS):
+        raise typer.BadParameter(
+            f"must be seconds from 0 to {MAX_SECONDS:g}, or 'recorded', not {value!r}"
+        )
+    return value

@@ -16,7 +16,7 @@ import annotune.cli.explain
 import annotune.cli.scan
 from annotune import __version__
 from annotune.cli import main
-from annotune.cli.tune import _ProgressDisplay
+from annotune.cli.tune_output import ProgressDisplay
 from annotune.session.report import TuneProgress
 
 
@@ -116,7 +116,7 @@ def test_markup_in_a_dataset_prints_as_it_is(cli, tmp_path):
 
 
 def test_markup_in_a_device_name_or_warning_prints_as_it_is(capsys):
-    display = _ProgressDisplay(enabled=True)
+    display = ProgressDisplay(enabled=True)
     progress = TuneProgress(
         device="[/]",
         space_size=3,
