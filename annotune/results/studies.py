@@ -21,6 +21,7 @@ from annotune.results.database import (
     existing,
     sources_hash,
 )
+from annotune.results.storage import Storage
 from annotune.results.t4 import write_t4
 
 
@@ -146,7 +147,7 @@ def export_study(
     return found
 
 
-def studies_elsewhere(database: Database, key: StudyKey) -> list[StudyRecord]:
+def studies_elsewhere(database: Storage, key: StudyKey) -> list[StudyRecord]:
     """Per device other than `key`'s, its study of `key`'s content and space with the most
     valid measurements (the first recorded among equals); devices with none valid are left out.
 

@@ -61,6 +61,16 @@ def workspace(source: Path) -> Workspace:
     return Workspace(cached, read_only=blocking)
 
 
+def default_db_path(source: Path) -> Path:
+    """The results database of `source`: its `workspace`'s. When that is in the user's cache
+    and has no database yet, one beside the read-only source (shipped with it) is read."""
+    place = workspace(source)
+    beside = source.parent / WORKSPACE_NAME / DB_NAME
+    if place.read_only is not None and not place.db_path.exists() and beside.is_file():
+        return beside
+    return place.db_path
+
+
 def can_write(path: Path) -> bool:
     """Whether files can be made in the directory `path` (or changed, if it is a file), or,
     when it does not exist yet, in the directory that would hold it. Permission bits as the

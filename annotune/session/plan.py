@@ -21,6 +21,7 @@ from annotune.builder import Builder, CompilerCommand
 from annotune.core.diagnostics import AnnotuneError
 from annotune.core.records import Candidates, Measurement, Number
 from annotune.results.database import Database, Study, StudyKey
+from annotune.results.storage import Storage
 from annotune.results.workspace import workspace
 from annotune.run.device import current_device_name
 from annotune.search import TRANSFER_STRATEGIES, Strategy, create
@@ -138,7 +139,7 @@ class Instruments:
 
     measurer: Any
     builder: Builder | ReplayBuilder
-    db: Database
+    db: Storage
     key: StudyKey
     study: Study
     retry: list[Measurement]

@@ -9,7 +9,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from annotune.core.records import Measurement, Number, Result, objective_value
-from annotune.results.database import Database, Owner, Study, config_key
+from annotune.results.database import Owner, Study, config_key
+from annotune.results.storage import Storage
 from annotune.run.program import RunSpec
 from annotune.session.report import FailureKind, ProgressCallback, TuneProgress, failure_kind
 
@@ -98,7 +99,7 @@ class Store:
     program. A configuration is claimed in the database before it is built, so that another
     tune of the same study running now neither runs nor builds it at the same time."""
 
-    def __init__(self, db: Database, study: Study, tally: Tally, lifetime: float):
+    def __init__(self, db: Storage, study: Study, tally: Tally, lifetime: float):
         self.db = db
         self.study = study
         self.tally = tally

@@ -24,8 +24,9 @@ from annotune.annotate import Problem, problem_space
 from annotune.core.diagnostics import AnnotuneError
 from annotune.core.records import Candidates, Number, TaskData
 from annotune.emit import PREDICTED, render_header, tuned_header_path, write_if_changed
-from annotune.results.database import Database, StudyKey, default_db_path, existing
+from annotune.results.database import StudyKey, default_db_path, existing
 from annotune.results.replay import load_replay, values_in_order
+from annotune.results.storage import Storage
 from annotune.results.studies import studies_elsewhere
 from annotune.search.multitask import encode_space, sources_for
 from annotune.transfer.adapt import Selection, select_features, zero_shot
@@ -80,7 +81,7 @@ def gather_prior(
     key: StudyKey,
     target: DeviceFeatures | None,
     *,
-    db: Database | None,
+    db: Storage | None,
     files: Sequence[Path] = (),
     rng: np.random.Generator,
     gpus: GpuTable | None = None,
@@ -116,7 +117,7 @@ def _gather(
     key: StudyKey,
     target: Resolved,
     *,
-    db: Database | None,
+    db: Storage | None,
     files: Sequence[Path],
     gpus: GpuTable | None,
 ) -> _Gathered:
@@ -163,7 +164,7 @@ def _chosen(
 
 
 def _from_database(
-    db: Database, key: StudyKey, names: Sequence[str], gpus: GpuTable | None
+    db: Storage, key: StudyKey, names: Sequence[str], gpus: GpuTable | None
 ) -> list[_Found]:
     """Per other device, its study of the same content and space with the most valid
     measurements (`annotune.results.studies.studies_elsewhere`), columns in `names` order;

@@ -18,7 +18,7 @@ import pytest
 
 from annotune.annotate import read_problem
 from annotune.core.records import Measurement
-from annotune.results import database
+from annotune.results import dbfile
 from annotune.results.database import SCHEMA_VERSION, Database, StudyKey
 from annotune.transfer.features import lookup
 
@@ -233,7 +233,7 @@ def held_exclusively(path: Path) -> Iterator[None]:
 
 @pytest.mark.parametrize("command", COMMANDS)
 def test_a_locked_database_says_who_to_wait_for(cli, source, good_db, command, monkeypatch):
-    monkeypatch.setattr(database, "BUSY_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(dbfile, "BUSY_TIMEOUT_S", 0.2)
     path = source.parent / ".annotune" / "results.db"
     path.parent.mkdir()
     path.write_bytes(good_db)

@@ -72,7 +72,7 @@ def test_a_read_only_version_3_database_is_read_without_energies(tmp_path, monke
         db.record(db.open_study(KEY), metered(1, 1.5, None))
     version_3(path)
     before = path.read_bytes()
-    monkeypatch.setattr("annotune.results.database.can_write", lambda path: False)
+    monkeypatch.setattr("annotune.results.dbfile.can_write", lambda path: False)
     with existing(path) as db:
         (study,) = db.studies()
         (old,) = db.measurements(study)

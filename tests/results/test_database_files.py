@@ -19,8 +19,8 @@ from annotune.results.database import (
     StudyKey,
     default_db_path,
     existing,
-    workspace,
 )
+from annotune.results.workspace import workspace
 
 KEY = StudyKey("k.c", "c0ffee", {"params": [{"name": "A", "values": [1, 2]}]}, "dev", {})
 
