@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 from pathlib import Path
 
@@ -12,6 +13,42 @@ from typer.testing import CliRunner
 from annotune.cli.app import app
 
 DATA = Path(__file__).parent / "data"
+REPLAY_DIR = Path(
+    os.environ.get("ANNOTUNE_REPLAY_DIR")
+    or Path(__file__).resolve().parents[1].parent / "shared" / "data" / "replay"
+)
+"""The exhaustive recorded runs: `../shared/data/replay` beside the checkout, or where
+`ANNOTUNE_REPLAY_DIR` says."""
+
+
+def missing_replay_data(what: Path) -> None:
+    """A test that needs the recorded runs, without them: skipped on a developer's machine, a
+    failure in CI (`CI=true`), where a skip would pass the run without testing anything."""
+    reason = f"the recorded runs are not here: {what}"
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"{reason} (CI=true: the data must be present)", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def replay_dir() -> Path:
+    """The directory of recorded runs (see `missing_replay_data` when it is absent)."""
+    if not REPLAY_DIR.is_dir():
+        missing_replay_data(REPLAY_DIR)
+    return REPLAY_DIR
+
+
+@pytest.fixture(scope="session")
+def replay_file(replay_dir: Path):
+    """A recorded run by its name (`convolution_A100`), present or failing as `replay_dir`."""
+
+    def found(name: str) -> Path:
+        path = replay_dir / f"{name}.json.gz"
+        if not path.is_file():
+            missing_replay_data(path)
+        return path
+
+    return found
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -175,6 +175,8 @@ def _skip_reason(block: Block) -> str | None:
         assert needs in NEEDS, f"{block.where}: unknown need {needs!r}; known: {sorted(NEEDS)}"
         present, absent = NEEDS[needs]
         if not present():
+            if needs == "replay" and os.environ.get("CI", "").lower() == "true":
+                raise AssertionError(f"{block.where}: {absent} (CI=true: the data must be present)")
             return f"{block.where}: {absent}"
     return None
 

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import gzip
 import json
-from pathlib import Path
 
 import numpy as np
-import pytest
 
 from annotune.transfer.features import lookup
 
@@ -162,18 +160,14 @@ def test_a_malformed_gpu_table_is_a_located_error(cli, tmp_path):
     assert missing.exit_code == 2 and "Traceback" not in missing.stderr
 
 
-REPLAY = Path(__file__).parents[2].parent / "shared" / "data" / "replay"
-
-
-@pytest.mark.skipif(not REPLAY.is_dir(), reason="shared replay data not present")
-def test_recorded_datasets_with_a_renamed_gpu_give_a_row_per_target(cli, tmp_path):
+def test_recorded_datasets_with_a_renamed_gpu_give_a_row_per_target(cli, tmp_path, replay_dir):
     """The recorded convolution runs of the A100 and the A4000 (one space; dedispersion's
     took twice as long), the A4000's renamed to a GPU no table knows."""
     renamed = tmp_path / "convolution_future.json.gz"
-    data = json.loads(gzip.decompress((REPLAY / "convolution_A4000.json.gz").read_bytes()))
+    data = json.loads(gzip.decompress((replay_dir / "convolution_A4000.json.gz").read_bytes()))
     data["device_name"] = "NVIDIA RTX A4500 Ada"
     renamed.write_bytes(gzip.compress(json.dumps(data).encode()))
-    args = [REPLAY / "convolution_A100.json.gz", renamed, "--repeats", "1", "--max-evals", "5"]
+    args = [replay_dir / "convolution_A100.json.gz", renamed, "--repeats", "1", "--max-evals", "5"]
     done = cli("bench", "--transfer", *args, "--workers", "1", "--json")
     assert done.exit_code == 0, done.stderr
     rows = json.loads(done.stdout)["results"]

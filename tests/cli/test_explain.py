@@ -13,8 +13,6 @@ from annotune.core.records import Measurement
 from annotune.results.database import Database, StudyKey, default_db_path
 from annotune.results.replay import load_replay
 
-REPLAY = Path(__file__).parents[2].parent / "shared/data/replay"
-
 
 def write_cache(path: Path) -> None:
     """A 12 x 6 space where `bx` <= 7 is three times slower; one configuration fails."""
@@ -39,10 +37,8 @@ def most_variance_explained(values: np.ndarray, performance: np.ndarray) -> int:
 
 
 @pytest.mark.parametrize("name", ["convolution_A100", "convolution_RTX_3090", "gemm_RTX_3090"])
-def test_top_split_is_the_parameter_that_matters_most(cli, name):
-    path = REPLAY / f"{name}.json.gz"
-    if not path.is_file():
-        pytest.skip(f"replay dataset {path} not available")
+def test_top_split_is_the_parameter_that_matters_most(cli, name, replay_file):
+    path = replay_file(name)
     dataset = load_replay(path)
     column = most_variance_explained(dataset.candidates.values, dataset.normalized())
     expected = dataset.names[column]

@@ -123,7 +123,6 @@ def test_a_gpu_known_nowhere_is_predicted_for_with_a_warning(cli, workdir):
 
 
 ROOT = Path(__file__).parents[2]
-REPLAY = ROOT.parent / "shared" / "data" / "replay"
 
 
 def guide_commands(prefix: str) -> list[list[str]]:
@@ -131,7 +130,7 @@ def guide_commands(prefix: str) -> list[list[str]]:
     return [shlex.split(line, comments=True)[1:] for line in lines if line.startswith(prefix)]
 
 
-@pytest.mark.skipif(not REPLAY.is_dir(), reason="shared replay data not present")
+@pytest.mark.usefixtures("replay_dir")
 def test_the_guide_predict_example_runs_as_written(cli, monkeypatch, tmp_path):
     """From the repository root, as the guide says; the header written under a scratch
     `--out-dir`, not into the checkout."""

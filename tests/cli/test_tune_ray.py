@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).parents[2]
-REPLAY = ROOT.parent / "shared" / "data" / "replay"
 CONVOLUTION = "examples/cuda/convolution/convolution.cu"
 
 pytest.importorskip("ray")
@@ -25,7 +24,7 @@ def guide_ray_command() -> list[str]:
     return shlex.split(line)[1:]
 
 
-@pytest.mark.skipif(not REPLAY.is_dir(), reason="shared replay data not present")
+@pytest.mark.usefixtures("replay_dir")
 def test_the_guide_ray_example_runs_as_written(cli, monkeypatch, tmp_path):
     command = guide_ray_command()
     out_dir = Path(command[command.index("--out-dir") + 1])
@@ -73,16 +72,15 @@ def test_a_recording_of_another_space_is_refused(cli, tmp_path):
     assert done.exit_code == 2 and "are not the source's" in done.stderr
 
 
-@pytest.mark.skipif(not REPLAY.is_dir(), reason="shared replay data not present")
-def test_tune_learns_for_a_gpu_known_nowhere_described_by_gpus(cli, tmp_path):
+def test_tune_learns_for_a_gpu_known_nowhere_described_by_gpus(cli, tmp_path, replay_dir):
     """A GPU no table knows still learns from other GPUs (with a warning naming its stand-in),
     and one described by --gpus does so without a warning, its features the user's."""
     from annotune.transfer.features import lookup
 
     base = [
-        "tune", ROOT / CONVOLUTION, "--replay", REPLAY / "convolution_A4000.json.gz",
+        "tune", ROOT / CONVOLUTION, "--replay", replay_dir / "convolution_A4000.json.gz",
         "--replay-delay", "0", "--budget", "12", "--recheck", "0",
-        "--transfer-from", REPLAY / "convolution_A100.json.gz", "--out-dir", tmp_path, "--json",
+        "--transfer-from", replay_dir / "convolution_A100.json.gz", "--out-dir", tmp_path, "--json",
     ]  # fmt: skip
     unknown = cli(*base, "--device", "NVIDIA RTX A5500", "--db", tmp_path / "a.db")
     assert unknown.exit_code == 0, unknown.stderr

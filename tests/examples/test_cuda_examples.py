@@ -67,7 +67,6 @@ SMALL = {
     "stencil2d": ["-DNX=37", "-DNY=45"],
     "convolution": ["-DIMAGE_WIDTH=37", "-DIMAGE_HEIGHT=45"],
 }
-REPLAY = ROOT.parent / "shared" / "data" / "replay"
 
 FULL = os.environ.get("ANNOTUNE_FULL_EXAMPLES") == "1"
 full_only = pytest.mark.skipif(
@@ -376,15 +375,13 @@ CONVOLUTION_CONFIGS = [
 FIXED = {"use_cmem": 1, "filter_height": 15, "filter_width": 15}
 
 
-def test_convolution_declares_the_recorded_runs_space():
+def test_convolution_declares_the_recorded_runs_space(replay_file):
     """The same names and values, and constraints that leave exactly the configurations the
     recorded runs measured (4,362 of 10,240), so that they can teach `predict`."""
     problem = read_problem(source("convolution"))
     space = problem_space(problem)
     assert space.cartesian_size == 10240 and space.count_legal() == 4362
-    if not REPLAY.is_dir():
-        pytest.skip("shared replay data not present")
-    recorded = json.loads(gzip.decompress((REPLAY / "convolution_A100.json.gz").read_bytes()))
+    recorded = json.loads(gzip.decompress(replay_file("convolution_A100").read_bytes()))
     assert [p.name for p in problem.params] == recorded["tune_params_keys"]
     for param in problem.params:
         assert list(param.values) == recorded["tune_params"][param.name]

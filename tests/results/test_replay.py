@@ -5,7 +5,6 @@ from __future__ import annotations
 import gzip
 import json
 import os
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,8 +13,6 @@ from annotune.core import inputs
 from annotune.core.diagnostics import AnnotuneError
 from annotune.core.inputs import InputKind
 from annotune.results.replay import load_replay
-
-REPLAY_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "replay"
 
 
 def kernel_tuner_cache() -> dict:
@@ -118,9 +115,8 @@ def test_unusable_files_are_user_errors(tmp_path, content, message):
         load_replay(path)
 
 
-@pytest.mark.skipif(not REPLAY_DIR.is_dir(), reason="shared replay data not present")
-def test_a_real_replay_file():
-    dataset = load_replay(REPLAY_DIR / "pnpoly_RTX_3090.json.gz")
+def test_a_real_replay_file(replay_file):
+    dataset = load_replay(replay_file("pnpoly_RTX_3090"))
     assert len(dataset) == 4092
     assert int(np.isnan(dataset.times).sum()) == 318
     assert int((dataset.normalized() >= 0.95).sum()) == 35
