@@ -5,7 +5,7 @@ Transfer must never stop because one GPU is new (issue 22): new GPUs appear ever
 user cannot wait for a release to add a row to gpus.toml. So `resolve` always answers, in
 this order:
 
-1. the live device, when the name is this machine's GPU (`features.read_from_device`);
+1. the live device, when the name is this machine's GPU (`live_device.read_from_device`);
 2. the user's entry (`--gpus FILE`, or `[[gpu]]` in annotune.toml / `[[tool.annotune.gpu]]` in
    pyproject.toml), laid field by field over the shipped entry of the same name; a user entry
    may give only some fields;
@@ -38,6 +38,7 @@ from annotune.core.inputs import CONFIG, read_text
 from annotune.core.toml import Positions, parse_toml
 from annotune.run import device as devices
 from annotune.transfer import features as known
+from annotune.transfer import live_device
 from annotune.transfer.features import FEATURE_NAMES, DeviceFeatures
 
 if TYPE_CHECKING:
@@ -76,11 +77,11 @@ class GpuTable:
     def find(self, name: str) -> UserGpu | None:
         """The last entry whose name or an alias is `name` (compared as `features.lookup`
         compares), or None."""
-        key = known._key(name)
+        key = known.name_key(name)
         if not key:
             return None
         for entry in reversed(self.entries):
-            if key in {known._key(n) for n in (entry.name, *entry.aliases)}:
+            if key in {known.name_key(n) for n in (entry.name, *entry.aliases)}:
                 return entry
         return None
 
@@ -91,9 +92,9 @@ class GpuTable:
         for entry in self.entries:
             merged = _merged(entry.name, entry, known.lookup(entry.name))
             if merged is not None:
-                found[known._key(merged.name)] = merged
+                found[known.name_key(merged.name)] = merged
         for shipped in known.table():
-            found.setdefault(known._key(shipped.name), shipped)
+            found.setdefault(known.name_key(shipped.name), shipped)
         return tuple(found.values())
 
 
@@ -145,7 +146,7 @@ def _entry(entry: dict, index: int, where: _Where) -> UserGpu:
             hint = f"did you mean '{close[0]}'?" if close else "see annotune/transfer/gpus.toml"
             raise AnnotuneError(f"unknown field {key!r} in [[gpu]] ({hint})", where.key(index, key))
     name = entry.get("name")
-    if not isinstance(name, str) or not known._key(name):
+    if not isinstance(name, str) or not known.name_key(name):
         at = where.value(index, "name") if "name" in entry else where.entry(index)
         raise AnnotuneError('each [[gpu]] needs a name = "..." (the GPU\'s name)', at)
     for key, kind in _TEXT_KEYS.items():
@@ -352,9 +353,9 @@ def resolve(name: str, table: GpuTable | None = None, *, live: bool = True) -> R
             "it (describe it with --gpus FILE or a [[gpu]] entry to give it some)"
         )
         return Resolved(name, "host", {}, "name", None, FEATURE_NAMES, (warning,))
-    if live and known._key(name) and name.strip() == devices.gpu_name():
-        reading = known.read_from_device(0)
-        if reading is not None and known._key(reading.name) == known._key(name):
+    if live and known.name_key(name) and name.strip() == devices.gpu_name():
+        reading = live_device.read_from_device(0)
+        if reading is not None and known.name_key(reading.name) == known.name_key(name):
             return from_features(reading)
     shipped = known.lookup(name)
     entry = table.find(name) or (table.find(shipped.name) if shipped else None)
@@ -425,7 +426,7 @@ def resolve_dataset(dataset: ReplayDataset, table: GpuTable | None = None) -> Re
     own features are malformed."""
     if dataset.device_features is not None:
         return from_features(DeviceFeatures.from_json(dataset.device_features))
-    names = [n for n in (dataset.device, dataset.name.rsplit("_", 1)[-1]) if known._key(n)]
+    names = [n for n in (dataset.device, dataset.name.rsplit("_", 1)[-1]) if known.name_key(n)]
     for name in names:
         found = resolve(name, table, live=False)
         if found.source in ("user", "table"):

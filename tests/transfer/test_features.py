@@ -13,17 +13,16 @@ import pytest
 from annotune.core.records import Candidates
 from annotune.results.replay import ReplayDataset
 from annotune.run import device as devices
-from annotune.transfer import features as device_features
+from annotune.transfer import live_device as device_features
 from annotune.transfer.features import (
     FEATURE_NAMES,
     DeviceFeatures,
     dataset_device,
     dataset_features,
-    features_for,
     lookup,
-    read_from_device,
     table,
 )
+from annotune.transfer.live_device import features_for, read_from_device
 
 SLEEP = shutil.which("sleep")  # looked up before a test empties PATH
 LIVE_MODULES = ("pycuda.driver", "cuda.bindings.driver", "cuda.cuda")

@@ -16,8 +16,9 @@ import time
 import pytest
 
 from annotune.core.tools import ToolRun
-from annotune.transfer import features as device_features
-from annotune.transfer.features import lookup, read_from_device
+from annotune.transfer import live_device as device_features
+from annotune.transfer.features import lookup
+from annotune.transfer.live_device import read_from_device
 
 SLEEP = shutil.which("sleep")  # looked up before a test empties PATH
 LIVE_MODULES = ("pycuda.driver", "cuda.bindings.driver", "cuda.cuda")
