@@ -9,8 +9,9 @@ The features must therefore mean the same on every GPU and come from where the p
 specifications in `annotune/transfer/gpus.toml` (source "table"), and
 `live_device.read_from_device` asks the live GPU (source "device"). `live_device.features_for`
 picks the live GPU when a name is this machine's GPU, else the table; `annotune.transfer.resolve`
-adds the user's table and the fallback for a GPU known nowhere. Every value follows the conventions written at the top of
-gpus.toml, so a table entry and a live reading of the same GPU agree.
+adds the user's table and the fallback for a GPU known nowhere. Every value follows the
+conventions written at the top of gpus.toml, so a table entry and a live reading of the same
+GPU agree.
 
 Where we deviate from the paper's 13 features (Table 1), and why:
 
