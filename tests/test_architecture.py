@@ -97,3 +97,37 @@ def test_pytest_collects_every_test_file(pytestconfig):
             hidden.append(str(path.relative_to(ROOT)))
     assert pytestconfig.getini("testpaths") == ["tests"]
     assert hidden == []
+
+
+MODULE_LINES = 500
+CLASS_LINES = 200
+
+
+def test_no_module_or_class_grows_into_several_rooms():
+    """A module past 500 lines, or a class past 200, holds several concerns: split it."""
+    import ast
+
+    large = []
+    for path in sorted((ROOT / "annotune").rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        name = path.relative_to(ROOT)
+        if text.count("\n") > MODULE_LINES:
+            large.append(f"{name}: {text.count(chr(10))} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ClassDef) and node.end_lineno is not None:
+                lines = node.end_lineno - node.lineno + 1
+                if lines > CLASS_LINES:
+                    large.append(f"{name}: class {node.name}, {lines} lines")
+    assert large == []
+
+
+def test_the_map_names_every_folder():
+    """docs/architecture.md shows each package of annotune (a folder with an __init__.py)."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    packages = [
+        path.parent.relative_to(ROOT / "annotune").as_posix()
+        for path in (ROOT / "annotune").rglob("__init__.py")
+        if path.parent != ROOT / "annotune"
+    ]
+    missing = [p for p in packages if f"`{p.rsplit('/', 1)[-1]}/`" not in text]
+    assert missing == []
