@@ -98,7 +98,18 @@ def _print_table(problem: Problem, summary: SpaceSummary) -> None:
             "literal): tune rewrites a copy of the source; `annotune lift FILE` fixes the source "
             "once so the tuned header takes effect."
         )
-    constants = [p.name for p in problem.params if p.declaration]
+    clauses = [p.name for p in problem.params if p.declaration.endswith(" clause")]
+    if clauses:
+        stderr.print(
+            f"note: {', '.join(clauses)} "
+            + ("are literals" if len(clauses) > 1 else "is a literal")
+            + " of pragma clauses"
+            + " the config names: tune rewrites them in a copy of the source; to ship the tuned "
+            "values, compile the copies `annotune build --shadow-dir` writes."
+        )
+    constants = [
+        p.name for p in problem.params if p.declaration and not p.declaration.endswith(" clause")
+    ]
     if constants:
         stderr.print(
             f"note: {', '.join(constants)} "

@@ -41,11 +41,12 @@ what comes of it all (`records`).
 from __future__ import annotations
 
 from annotune.annotate.config.entries import load_file_config
-from annotune.annotate.config.records import ConfigParam, FileConfig
+from annotune.annotate.config.records import ClausePlace, ConfigParam, FileConfig
 from annotune.annotate.config.trust import CONFIG_NAMES, find_config
 
 __all__ = [
     "CONFIG_NAMES",
+    "ClausePlace",
     "ConfigParam",
     "FileConfig",
     "find_config",

@@ -14,10 +14,10 @@ from annotune.annotate.config.command import (
     with_defines,
 )
 from annotune.annotate.config.kernel_tables import kernel_tables
-from annotune.annotate.config.records import ConfigParam, FileConfig
+from annotune.annotate.config.records import ClausePlace, ConfigParam, FileConfig
 from annotune.annotate.config.settings import run_settings
 from annotune.annotate.config.values import C_NAME, quoted_key, resolved, string_list, table_value
-from annotune.annotate.grammar import CLAUSES, GrammarError, parse_domain
+from annotune.annotate.grammar import CLAUSES, PRAGMA_CLAUSES, GrammarError, parse_domain
 from annotune.core.diagnostics import AnnotuneError
 from annotune.core.inputs import CONFIG, read_text
 from annotune.core.toml import Positions, parse_toml
@@ -40,7 +40,7 @@ _FILE_KEYS = {
     "warmup",
     "kernel",
 }
-_PARAM_KEYS = {"domain", "default"}
+_PARAM_KEYS = {"domain", "default", "clause", "line", "function"}
 _KERNEL_KEYS = {"name", *CLAUSES}
 
 
@@ -122,7 +122,7 @@ def _file_config(
     entry: dict, base: Path, where: Positions, at: tuple, config_file: str, source: Path
 ) -> FileConfig:
     params = tuple(
-        _config_param(name, spec, where, (*at, "params", name))
+        _config_param(name, spec, where, (*at, "params", name), base)
         for name, spec in table_value(entry, "params", where, at).items()
     )
     constraints = tuple(
@@ -157,7 +157,9 @@ def _file_config(
     )
 
 
-def _config_param(name: str, spec: object, where: Positions, at: tuple) -> ConfigParam:
+def _config_param(
+    name: str, spec: object, where: Positions, at: tuple, base: Path
+) -> ConfigParam:
     location = where.key(at)
     if not C_NAME.fullmatch(name):  # it becomes a -D flag and a macro in the header
         raise AnnotuneError(
@@ -183,4 +185,48 @@ def _config_param(name: str, spec: object, where: Positions, at: tuple) -> Confi
     except GrammarError as error:
         raise AnnotuneError(error.message, domain_at.shifted(error.offset)) from None
     default_at = where.value((*at, "default")) if default is not None else None
-    return ConfigParam(name, domain, default, location, default_at)
+    clause = _clause_place(spec, where, at, base) if isinstance(spec, dict) else None
+    return ConfigParam(name, domain, default, location, default_at, clause)
+
+
+def _clause_place(spec: dict, where: Positions, at: tuple, base: Path) -> ClausePlace | None:
+    """`clause`, `line` and `function` of a parameter: which pragma clause's literal it is."""
+    clause = spec.get("clause")
+    if clause is None:
+        for key in ("line", "function"):
+            if key in spec:
+                raise AnnotuneError(
+                    f"'{key}' narrows a `clause`: give the clause too, e.g. "
+                    'clause = "thread_limit"',
+                    where.key((*at, key)),
+                )
+        return None
+    location = where.value((*at, "clause"))
+    if not isinstance(clause, str) or clause not in PRAGMA_CLAUSES:
+        close = difflib.get_close_matches(str(clause), sorted(PRAGMA_CLAUSES), n=1)
+        raise AnnotuneError(
+            f"{clause!r} is no clause annotune can tune",
+            location,
+            hint=f"did you mean '{close[0]}'?"
+            if close
+            else f"one of {', '.join(sorted(PRAGMA_CLAUSES))}",
+        )
+    line, file = spec.get("line"), None
+    if isinstance(line, str):  # "kern.cuh:120": a line of one of the source's local headers
+        name, colon, number = line.rpartition(":")
+        if not (colon and name and number.isdigit()):
+            raise AnnotuneError(
+                f"line must be a number, or FILE:NUMBER, not {line!r}", where.value((*at, "line"))
+            )
+        file, line = resolved(base, name), int(number)
+    if line is not None and (isinstance(line, bool) or not isinstance(line, int) or line < 1):
+        raise AnnotuneError(
+            f"line must be a line number from 1, not {line!r}", where.value((*at, "line"))
+        )
+    function = spec.get("function")
+    if function is not None and (not isinstance(function, str) or not C_NAME.fullmatch(function)):
+        raise AnnotuneError(
+            f"function must be a C function's name, not {function!r}",
+            where.value((*at, "function")),
+        )
+    return ClausePlace(clause, location, line, file, function)

@@ -12,12 +12,35 @@ from annotune.core.records import Number
 
 
 @dataclass(frozen=True)
+class ClausePlace:
+    """Where a config knob is a pragma clause's literal (`clause = "thread_limit"`): the
+    clause, and optionally the line (of `file`, absolute; None: the source) and the function
+    the pragma is in; `location` is the config's `clause` value, where mistakes are said."""
+
+    clause: str
+    location: Location
+    line: int | None = None
+    file: str | None = None
+    function: str | None = None
+
+    def described(self) -> str:
+        """How messages name the place: "a `thread_limit` clause on line 42"."""
+        where = f"a `{self.clause}` clause"
+        if self.line is not None:
+            where += f" on line {self.line}" + (f" of {self.file}" if self.file else "")
+        if self.function is not None:
+            where += f" in {self.function}()"
+        return where
+
+
+@dataclass(frozen=True)
 class ConfigParam:
     name: str
     domain: Domain
     default: Number | None
     location: Location  # the parameter's key
     default_location: Location | None = None  # where `default = ...` is written
+    clause: ClausePlace | None = None  # a pragma clause's literal, for code not to be edited
 
 
 @dataclass(frozen=True)

@@ -20,12 +20,19 @@ from annotune.annotate.grammar.annotation import (
 )
 from annotune.annotate.grammar.kernel_clauses import CLAUSES, DeclaredClause, DeclaredKernel
 from annotune.annotate.grammar.kernel_items import FILLS, Fill
+from annotune.annotate.grammar.pragma_clauses import (
+    PRAGMA_CLAUSES,
+    clause_literals,
+    clause_of,
+    number_literals,
+)
 
 __all__ = [
     "CLAUSES",
     "DOMAIN_KINDS",
     "FILLS",
     "MAX_DOMAIN_SIZE",
+    "PRAGMA_CLAUSES",
     "DeclaredClause",
     "DeclaredKernel",
     "Domain",
@@ -33,7 +40,10 @@ __all__ = [
     "GrammarError",
     "ParamPragma",
     "TuneComment",
+    "clause_literals",
+    "clause_of",
     "find_tune_comments",
+    "number_literals",
     "parse_domain",
     "parse_number",
     "parse_param_pragma",

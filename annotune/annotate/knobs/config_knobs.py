@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from annotune.annotate.config import ConfigParam, FileConfig
 from annotune.annotate.knobs.c_declarations import code_tokens, declaration_kind, initializer_tokens
+from annotune.annotate.knobs.clause_knobs import add_clause_knob
 from annotune.annotate.knobs.state import Collector, check_default
 from annotune.annotate.macros import Define, compiler_value, define_value
 from annotune.annotate.problem import ConstraintDecl, TunableParam
@@ -21,6 +22,9 @@ from annotune.core.records import Number
 
 def add_config(collector: Collector, config: FileConfig) -> None:
     for spec in config.params:
+        if spec.clause is not None:
+            add_clause_knob(collector, spec, spec.clause)
+            continue
         define = collector.defines.get(spec.name)
         constant = None
         if define is None or not define.active:

@@ -12,6 +12,7 @@ from annotune.annotate.grammar import (
     parse_number,
     parse_param_pragma,
 )
+from annotune.annotate.grammar.pragma_clauses import clause_literals, clause_of, number_literals
 from annotune.annotate.knobs.state import Collector, check_default
 from annotune.annotate.macros import define_value
 from annotune.annotate.problem import ConstraintDecl, TunableParam
@@ -147,19 +148,6 @@ def add_pragma_param(
     )
 
 
-def _number_literals(words: tuple[Token, ...]) -> list[tuple[int, Token]]:
-    found = []
-    for index, token in enumerate(words):
-        if token.kind != "literal":
-            continue
-        try:
-            parse_number(token.text)
-        except ValueError:
-            continue
-        found.append((index, token))
-    return found
-
-
 def _add_literal_param(
     collector: Collector,
     source: SourceFile,
@@ -170,15 +158,15 @@ def _add_literal_param(
     at = source.location_in(comment.start, comment.text, annotation.offset)
     if annotation.name is None:
         raise AnnotuneError("on a pragma, name the tunable literal: '@tune(NAME) DOMAIN'", at)
-    literals = _number_literals(directive.words)
+    literals = number_literals(directive.words)
     if annotation.clause is not None:
-        literals = _clause_literals(directive.words, literals, annotation.clause)
+        literals = clause_literals(directive.words, literals, annotation.clause)
         if not literals:
             raise AnnotuneError(f"no number literal after '{annotation.clause}' in this pragma", at)
     if not literals:
         raise AnnotuneError("this pragma has no number literal to tune", at)
     if len(literals) > 1:
-        clauses = ", ".join(_clause_of(directive.words, i) for i, _ in literals)
+        clauses = ", ".join(clause_of(directive.words, i) for i, _ in literals)
         raise AnnotuneError(
             f"this pragma has {len(literals)} number literals ({clauses}); "
             f"say which with '@tune({annotation.name}: clause)'",
@@ -200,48 +188,3 @@ def _add_literal_param(
             value_span=TextSpan(source.path, literal.start, literal.end),
         )
     )
-
-
-def _clause_literals(
-    words: tuple[Token, ...], literals: list[tuple[int, Token]], clause: str
-) -> list[tuple[int, Token]]:
-    """The literals `@tune(NAME: clause)` can mean, whatever the clause's name.
-
-    Inside `clause(...)`: its first argument when that is a literal (`tile(32, 4)` means 32),
-    else any argument, as the chunk of `schedule(dynamic, 16)`; without parentheses, the
-    literal right after the word (`unroll 4`).
-    """
-    inside = [
-        (i, token)
-        for i, token in literals
-        if (at := _enclosing_clause(words, i)) is not None and words[at].text == clause
-    ]
-    first = [(i, token) for i, token in inside if words[i - 1].text == "("]
-    after = [(i, token) for i, token in literals if i >= 1 and words[i - 1].text == clause]
-    return first or inside or after
-
-
-def _enclosing_clause(words: tuple[Token, ...], index: int) -> int | None:
-    """The index of the clause name whose parentheses hold word `index` (innermost), if any."""
-    depth = 0
-    for at in range(index - 1, 0, -1):
-        if words[at].text == ")":
-            depth += 1
-        elif words[at].text == "(":
-            if depth == 0:
-                return at - 1
-            depth -= 1
-    return None
-
-
-def _clause_of(words: tuple[Token, ...], index: int) -> str:
-    """How a literal shows in messages: its clause as written (`schedule(dynamic, 16)`)."""
-    name = _enclosing_clause(words, index)
-    if name is None:
-        return words[index].text
-    depth, end = 0, name + 1
-    for end in range(name + 1, len(words)):
-        depth += {"(": 1, ")": -1}.get(words[end].text, 0)
-        if depth == 0:
-            break
-    return "".join(w.text + (" " if w.text == "," else "") for w in words[name : end + 1])
