@@ -109,11 +109,13 @@ _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")  # `{NAME}` in a `[file.env]` value
 
 
 def env_only_params(problem: Problem) -> frozenset[str]:
-    """The parameters that reach the program only through its environment: declared in the
-    config, with no `#define` and no use in the user's files, and named as `{NAME}` in some
-    `[file.env]` value (`THREADS` behind `OMP_NUM_THREADS = "{THREADS}"`). A `-D` for one
-    would change no program but split the compile cache, one binary per value."""
+    """The parameters that reach the program only when it runs: declared in the config, with
+    no `#define` and no use in the user's files, and named as `{NAME}` in some `[file.env]`
+    value (`THREADS` behind `OMP_NUM_THREADS = "{THREADS}"`) or program argument
+    (`args = ["-wg", "{WG}"]`). A `-D` for one would change no program but split the compile
+    cache: one binary serves every value."""
     named = {name for s in problem.settings.env for name in _PLACEHOLDER.findall(s.value)}
+    named |= {name for arg in problem.settings.args for name in _PLACEHOLDER.findall(arg)}
     return frozenset(p.name for p in problem.params if p.name in named and p.unread)
 
 
@@ -124,3 +126,18 @@ def environment_at(problem: Problem, params: Mapping[str, Number]) -> dict[str, 
         s.name: _PLACEHOLDER.sub(lambda m: value_text(params[m.group(1)]), s.value)
         for s in problem.settings.env
     }
+
+
+def arguments_at(problem: Problem, params: Mapping[str, Number]) -> list[str] | None:
+    """The program's arguments (the config's `args`) with `params`' values for each `{NAME}`;
+    None when no argument names a parameter (the arguments are then no part of the tune)."""
+    args = problem.settings.args
+    names = {p.name for p in problem.params}
+    if not any(name in names for arg in args for name in _PLACEHOLDER.findall(arg)):
+        return None
+    return [
+        _PLACEHOLDER.sub(
+            lambda m: value_text(params[m.group(1)]) if m.group(1) in params else m.group(), arg
+        )
+        for arg in args
+    ]

@@ -49,7 +49,7 @@ import typer
 from annotune.cli.app import JsonFlag, app, print_json, user_errors
 from annotune.cli.params import GpusOption, device_name, output_dir, output_file
 from annotune.core.diagnostics import AnnotuneError, Location
-from annotune.emit import tuned_header_path, write_if_changed
+from annotune.emit import header_args, tuned_header_path, write_if_changed
 from annotune.emit.shadow import recorded_compile
 from annotune.run.device import DEVICE_ENV, current_device_name
 from annotune.session.build_header import (
@@ -156,6 +156,7 @@ def build(
                 file, name, header, out, out_dir, config, gpus, _say
             )
         env = header_environment(text, header if tuned else out, env_file)
+        args = header_args(text, str(header if tuned else out))
         changed = write_if_changed(out, text)
         if env_file is not None and env is not None:
             write_if_changed(env_file, _exports(env))
@@ -168,6 +169,7 @@ def build(
                 "changed": changed,
                 "shadow": compile_args,
                 "env": env,
+                "args": args,
             }
         )
     elif compile_args is not None:

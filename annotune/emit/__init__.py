@@ -46,6 +46,7 @@ TUNED_DIR = "tuned"
 PREDICTED = "predicted, not measured"
 """What a header written from a model's prediction alone says of itself."""
 ENV_PREFIX = "ANNOTUNE_ENV_"
+ARGS_PREFIX = "ANNOTUNE_ARG_"
 """What begins the name of each environment variable's macro in a header."""
 
 
@@ -202,10 +203,17 @@ def _define(param: TunableParam, value: Number, source_name: str) -> _Define:
 
 def _env(problem: Problem, params: Mapping[str, Number]) -> dict:
     """The template's environment block: the config's `[file.env]` at `params`."""
-    from annotune.annotate.summary import environment_at  # annotate is loaded: it made `problem`
+    # annotate is loaded: it made `problem`
+    from annotune.annotate.summary import arguments_at, environment_at
 
     env = environment_at(problem, params)
-    return {"env_prefix": ENV_PREFIX, "env": [_EnvVar(k, _c_string(v)) for k, v in env.items()]}
+    args = arguments_at(problem, params)
+    return {
+        "env_prefix": ENV_PREFIX,
+        "env": [_EnvVar(k, _c_string(v)) for k, v in env.items()],
+        "args_prefix": ARGS_PREFIX,
+        "args": [_c_string(arg) for arg in args] if args is not None else [],
+    }
 
 
 _PLAIN = frozenset(
@@ -252,6 +260,41 @@ def header_env(text: str, path: str) -> dict[str, str]:
                 Location(path, number, line.index(define.group(2)) + 1),
             ) from None
     return env
+
+
+_ARG_DEFINE = re.compile(
+    r"[ \t]*#[ \t]*define[ \t]+" + ARGS_PREFIX + r"([0-9]+)[ \t]+(.*?)[ \t]*"
+)
+
+
+def header_args(text: str, path: str) -> list[str] | None:
+    """The program's arguments a tuned header says its values are for (its `ANNOTUNE_ARG_N`
+    macros, in order); None for a header without (no knob in the arguments). AnnotuneError
+    at the line of one annotune cannot read."""
+    args: dict[int, str] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        define = _ARG_DEFINE.fullmatch(line)
+        if define is None:
+            continue
+        literal = _STRING.fullmatch(define.group(2))
+        try:
+            if literal is None:
+                raise ValueError("not a string literal")
+            args[int(define.group(1))] = _string_value(literal.group(1))
+        except ValueError as error:
+            raise AnnotuneError(
+                f"the program argument {define.group(1)} of this header is "
+                f"'{define.group(2)}', which annotune cannot read ({error})",
+                Location(path, number, line.index(define.group(2)) + 1),
+            ) from None
+    if not args:
+        return None
+    if sorted(args) != list(range(len(args))):
+        raise AnnotuneError(
+            f"this header's program arguments skip a number ({ARGS_PREFIX}0, 1, ...)",
+            Location(path, 1, 1),
+        )
+    return [args[index] for index in range(len(args))]
 
 
 def _string_value(body: str) -> str:

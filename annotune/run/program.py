@@ -136,6 +136,17 @@ class RunSpec:
             return {**inherited, **dict(self.env)}
         return {**inherited, **{name: _substitute(value, params) for name, value in self.env}}
 
+    def arguments(self, params: Mapping[str, Number]) -> list[str]:
+        """The program's arguments with `params`' values for each `{NAME}` that names one
+        (`args = ["-wg", "{WG}"]`: a knob the program reads at run time)."""
+        return [
+            _PLACEHOLDER.sub(
+                lambda m: value_text(params[m.group(1)]) if m.group(1) in params else m.group(),
+                arg,
+            )
+            for arg in self.args
+        ]
+
     def to_json(self) -> dict:
         """What changes a time: part of the results database's study key. The run directory is
         in it: arguments that name input files mean other files from elsewhere, and a failure
@@ -317,7 +328,7 @@ class ProgramRunner:
     ) -> _Run:
         """One run of the program; with a `meter`, its energy over the whole process run."""
         # Absolute: the program runs in `spec.cwd`, where a path relative to ours means nothing.
-        argv = [str(executable.absolute()), *self.spec.args]
+        argv = [str(executable.absolute()), *self.spec.arguments(params)]
         env = {**os.environ, **self.spec.environment(params)}
         if meter is not None:
             meter.start()

@@ -81,11 +81,11 @@ def open_measurer(problem: Problem, settings: MeasureSettings, resources: ExitSt
 
 
 def run_key(spec: RunSpec | KernelSpec, params: Mapping[str, Number]) -> str | None:
-    """What of a run `params` change besides its program: a program's environment, a
-    kernel's launch (None when it cannot be computed). Two configurations of one program
-    with the same run key are one measurement."""
+    """What of a run `params` change besides its program: a program's environment and
+    arguments, a kernel's launch (None when it cannot be computed). Two configurations of one
+    program with the same run key are one measurement."""
     if isinstance(spec, RunSpec):
-        return repr(sorted(spec.environment(params).items()))
+        return repr((sorted(spec.environment(params).items()), spec.arguments(params)))
     try:
         return repr(spec.launch(params))
     except LaunchError:

@@ -339,7 +339,7 @@ def _run_spec(given: TuneArguments, problem: Problem) -> RunSpec:
         chosen["check_tolerance"] = KERNEL_CHECK_RTOL if declared is None else declared
     try:
         return RunSpec(
-            args=given.args or settings.args,
+            args=_args(problem, given.args or settings.args),
             timing_header=problem.timing_header,
             env=_env(problem),
             **{name: value for name, value in chosen.items() if value is not None},
@@ -360,6 +360,20 @@ def _env(problem: Problem) -> tuple[tuple[str, str], ...]:
                     hint=f"parameters: {', '.join(names)}",
                 )
     return tuple((setting.name, setting.value) for setting in problem.settings.env)
+
+
+def _args(problem: Problem, args: tuple[str, ...]) -> tuple[str, ...]:
+    """The program's arguments, once each `{NAME}` in them is known to name a parameter (a
+    misspelt one would reach the program as written, without a word)."""
+    names = [p.name for p in problem.params]
+    for arg in args:
+        for name in env_placeholders(arg):
+            if name not in names:
+                raise AnnotuneError(
+                    f"{{{name}}} in the program's argument {arg!r} names no parameter",
+                    hint=f"parameters: {', '.join(names) or 'none'}",
+                )
+    return args
 
 
 def _first(given: T | None, configured: T | None) -> T | None:

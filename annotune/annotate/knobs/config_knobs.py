@@ -205,18 +205,21 @@ def _mentioned(collector: Collector, name: str) -> bool:
 
 def _not_found(collector: Collector, spec: ConfigParam, config: FileConfig) -> None:
     """AnnotuneError for a config parameter nothing can set: no macro, no constant, no use in
-    the user's files and no `{NAME}` in an env value. A -D for it would change nothing, and
-    every configuration would be the same program."""
-    named = any(f"{{{spec.name}}}" in setting.value for setting in config.settings.env)
+    the user's files and no `{NAME}` in an env value or a program argument. A -D for it would
+    change nothing, and every configuration would be the same program."""
+    placeholder = f"{{{spec.name}}}"
+    named = any(placeholder in setting.value for setting in config.settings.env)
+    named = named or any(placeholder in arg for arg in config.settings.args)
     if named or _in_kernel_declarations(spec.name, config):
         return
     raise AnnotuneError(
         f"'{spec.name}' is neither a macro, a constant, nor a name the code uses in "
-        f"{collector.parsed.main.path} or its local headers, and no [file.env] value names "
-        f"{{{spec.name}}}: no configuration would change the program",
+        f"{collector.parsed.main.path} or its local headers, and no [file.env] value or "
+        f"program argument names {placeholder}: no configuration would change the program",
         spec.location,
         hint="name a #define, a const/constexpr variable or an enumerator of the source, or "
-        f'use it in the environment (OMP_NUM_THREADS = "{{{spec.name}}}")',
+        f'use it in the environment (OMP_NUM_THREADS = "{placeholder}") or the arguments '
+        f'(args = ["-n", "{placeholder}"])',
     )
 
 
