@@ -67,6 +67,10 @@ class TunableParam:
     # Where else the same default is written: the other declarations of one C name with the
     # same initial value (a local `int threads = 256;` in each of two functions), set together.
     more_spans: tuple[TextSpan, ...] = ()
+    # Where the same number stands in what the knob governs and no variant rewrites it (the
+    # grid's `(n + 255) / 256` of a block of 256, `__launch_bounds__(256)`): each place and
+    # what it is. A variant then changes the knob alone, which may change the work done.
+    couplings: tuple[tuple[Location, str], ...] = ()
 
     def literal(self, value: Number) -> str:
         """`value` as C source, of the type its domain declares it with (`2.0` stays a

@@ -90,6 +90,17 @@ def scan_warnings(problem: Problem, parsed: ParsedSource) -> list[tuple[Location
         )
         for location, header in problem.missing_includes
     ]
+    for param in problem.params:
+        for location, what in param.couplings:
+            warnings.append(
+                (
+                    location,
+                    f"'{param.name}' is {param.literal(param.default)} at "
+                    f"{param.location.file}:{param.location.line}, and {what} here is written "
+                    "with the same number, which no variant changes: a variant may do other "
+                    "work than the default's; check the output ([file.check] in the config)",
+                )
+            )
     elsewhere = env_only_params(problem) | kernel_only_params(problem)
     for param in problem.params:
         if param.name in elsewhere or any(parsed.is_active(u.location) for u in param.uses):

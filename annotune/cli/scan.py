@@ -92,24 +92,22 @@ def _print_table(problem: Problem, summary: SpaceSummary) -> None:
         stdout.print(Text.assemble(f"constraint  {constraint.text}    ", where))
     stdout.print(summary.describe())
     unguarded = [p.name for p in problem.params if not p.guarded and not p.declaration]
+    named = [p.name for p in problem.params if p.origin == "literal" and p.declaration]
     if unguarded:
         stderr.print(
             f"note: {', '.join(unguarded)} cannot be set with -D (no #ifndef guard or a pragma "
             "literal): tune rewrites a copy of the source; `annotune lift FILE` fixes the source "
             "once so the tuned header takes effect."
         )
-    clauses = [p.name for p in problem.params if p.declaration.endswith(" clause")]
-    if clauses:
+    if named:
         stderr.print(
-            f"note: {', '.join(clauses)} "
-            + ("are literals" if len(clauses) > 1 else "is a literal")
-            + " of pragma clauses"
-            + " the config names: tune rewrites them in a copy of the source; to ship the tuned "
-            "values, compile the copies `annotune build --shadow-dir` writes."
+            f"note: {', '.join(named)} "
+            + ("are literals" if len(named) > 1 else "is a literal")
+            + " of the code (a clause, a launch, a dim3) the config names: tune rewrites them "
+            "in a copy of the source; to ship the tuned values, compile the copies "
+            "`annotune build --shadow-dir` writes."
         )
-    constants = [
-        p.name for p in problem.params if p.declaration and not p.declaration.endswith(" clause")
-    ]
+    constants = [p.name for p in problem.params if p.declaration and p.name not in named]
     if constants:
         stderr.print(
             f"note: {', '.join(constants)} "

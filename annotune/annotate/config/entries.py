@@ -40,7 +40,8 @@ _FILE_KEYS = {
     "warmup",
     "kernel",
 }
-_PARAM_KEYS = {"domain", "default", "clause", "line", "function"}
+_PARAM_KEYS = {"domain", "default", "clause", "launch", "arg", "dim3", "line", "function"}
+_LAUNCH_ARGS = ("grid", "block", "shared")
 _KERNEL_KEYS = {"name", *CLAUSES}
 
 
@@ -190,27 +191,59 @@ def _config_param(
 
 
 def _clause_place(spec: dict, where: Positions, at: tuple, base: Path) -> ClausePlace | None:
-    """`clause`, `line` and `function` of a parameter: which pragma clause's literal it is."""
-    clause = spec.get("clause")
-    if clause is None:
-        for key in ("line", "function"):
+    """`clause`, `launch` (with `arg`) or `dim3`, narrowed by `line` and `function`: which
+    literal of the code a parameter is."""
+    forms = [key for key in ("clause", "launch", "dim3") if key in spec]
+    if len(forms) > 1:
+        raise AnnotuneError(
+            f"a parameter is one place: '{forms[0]}' or '{forms[1]}', not both",
+            where.key((*at, forms[1])),
+        )
+    if not forms:
+        for key in ("line", "function", "arg"):
             if key in spec:
                 raise AnnotuneError(
-                    f"'{key}' narrows a `clause`: give the clause too, e.g. "
-                    'clause = "thread_limit"',
+                    f"'{key}' narrows a place: give it too, e.g. clause = \"thread_limit\", "
+                    'launch = "kernel" or dim3 = "block.x"',
                     where.key((*at, key)),
                 )
         return None
-    location = where.value((*at, "clause"))
-    if not isinstance(clause, str) or clause not in PRAGMA_CLAUSES:
-        close = difflib.get_close_matches(str(clause), sorted(PRAGMA_CLAUSES), n=1)
-        raise AnnotuneError(
-            f"{clause!r} is no clause annotune can tune",
-            location,
-            hint=f"did you mean '{close[0]}'?"
-            if close
-            else f"one of {', '.join(sorted(PRAGMA_CLAUSES))}",
-        )
+    kind = forms[0]
+    value, location = spec[kind], where.value((*at, kind))
+    part = ""
+    if kind == "clause":
+        if not isinstance(value, str) or value not in PRAGMA_CLAUSES:
+            close = difflib.get_close_matches(str(value), sorted(PRAGMA_CLAUSES), n=1)
+            raise AnnotuneError(
+                f"{value!r} is no clause annotune can tune",
+                location,
+                hint=f"did you mean '{close[0]}'?"
+                if close
+                else f"one of {', '.join(sorted(PRAGMA_CLAUSES))}",
+            )
+    elif kind == "launch":
+        if not isinstance(value, str) or not C_NAME.fullmatch(value.rsplit("::", 1)[-1]):
+            raise AnnotuneError(f"launch must name a kernel, not {value!r}", location)
+        part = spec.get("arg", "block")
+        name, _, component = str(part).partition(".")
+        if name not in _LAUNCH_ARGS or component not in ("", "x", "y", "z") or (
+            name == "shared" and component
+        ):
+            raise AnnotuneError(
+                f"arg must be grid, block or shared (grid.x, block.y, ...), not {part!r}",
+                where.value((*at, "arg")) if "arg" in spec else location,
+            )
+    else:
+        name, dot, part = str(value).partition(".")
+        named = isinstance(value, str) and C_NAME.fullmatch(name) is not None
+        if not (named and dot and part in ("x", "y", "z")):
+            raise AnnotuneError(
+                f"dim3 must be a dim3 variable and its component, e.g. \"block.x\", not {value!r}",
+                location,
+            )
+        value = name
+    if kind != "launch" and "arg" in spec:
+        raise AnnotuneError("'arg' goes with 'launch'", where.key((*at, "arg")))
     line, file = spec.get("line"), None
     if isinstance(line, str):  # "kern.cuh:120": a line of one of the source's local headers
         name, colon, number = line.rpartition(":")
@@ -229,4 +262,4 @@ def _clause_place(spec: dict, where: Positions, at: tuple, base: Path) -> Clause
             f"function must be a C function's name, not {function!r}",
             where.value((*at, "function")),
         )
-    return ClausePlace(clause, location, line, file, function)
+    return ClausePlace(value, location, line, file, function, kind, part)

@@ -13,19 +13,29 @@ from annotune.core.records import Number
 
 @dataclass(frozen=True)
 class ClausePlace:
-    """Where a config knob is a pragma clause's literal (`clause = "thread_limit"`): the
-    clause, and optionally the line (of `file`, absolute; None: the source) and the function
-    the pragma is in; `location` is the config's `clause` value, where mistakes are said."""
+    """Where a config knob is a literal of code that must not be edited: a pragma clause's
+    (`kind` "clause", `clause` its name), a launch argument's (`kind` "launch", `clause` the
+    kernel, `part` "block", "grid.y" or "shared") or a `dim3` declaration's component (`kind`
+    "dim3", `clause` the variable, `part` "x", "y" or "z"); optionally narrowed to a line (of
+    `file`, absolute; None: the source) and a function. `location` is the config's value that
+    names it, where mistakes are said."""
 
     clause: str
     location: Location
     line: int | None = None
     file: str | None = None
     function: str | None = None
+    kind: str = "clause"
+    part: str = ""
 
     def described(self) -> str:
         """How messages name the place: "a `thread_limit` clause on line 42"."""
-        where = f"a `{self.clause}` clause"
+        if self.kind == "launch":
+            where = f"the {self.part} of a launch of {self.clause}"
+        elif self.kind == "dim3":
+            where = f"the {self.part} component of a `dim3 {self.clause}` declaration"
+        else:
+            where = f"a `{self.clause}` clause"
         if self.line is not None:
             where += f" on line {self.line}" + (f" of {self.file}" if self.file else "")
         if self.function is not None:

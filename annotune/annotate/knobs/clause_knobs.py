@@ -44,6 +44,18 @@ def add_clause_knob(collector: Collector, spec: ConfigParam, place: ClausePlace)
             f"{place.described()} with a number literal{also}",
             place.location,
         )
+    add_literal_knob(collector, spec, place, found)
+
+
+def add_literal_knob(
+    collector: Collector,
+    spec: ConfigParam,
+    place: ClausePlace,
+    found: list[tuple[SourceFile, Token]],
+    couplings: tuple[tuple[Location, str], ...] = (),
+) -> None:
+    """The config's knob `spec` as the number literals `found` (at least one): their number
+    is its default, and they must all say the same."""
     values = {(source.path, literal.start): parse_number(literal.text) for source, literal in found}
     first_source, first = found[0]
     default = values[(first_source.path, first.start)]
@@ -51,7 +63,7 @@ def add_clause_knob(collector: Collector, spec: ConfigParam, place: ClausePlace)
         value = values[(source.path, literal.start)]
         if value != default:
             raise AnnotuneError(
-                f"{spec.name} stands for {len(found)} `{place.clause}` literals that differ: "
+                f"{spec.name} stands for {len(found)} literals that differ: "
                 f"{c_literal(default)} at {_literal_at(first_source, first)}, {c_literal(value)} "
                 f"at {_literal_at(source, literal)}: which is the baseline?",
                 place.location,
@@ -62,7 +74,7 @@ def add_clause_knob(collector: Collector, spec: ConfigParam, place: ClausePlace)
     if spec.default is not None and spec.default != default:
         raise AnnotuneError(
             f"the config's default of {spec.name} is {c_literal(spec.default)}, but the "
-            f"program has {c_literal(default)}: the `{place.clause}` literal at "
+            f"program has {c_literal(default)}: the literal at "
             f"{_literal_at(first_source, first)}, which every build of it gets",
             spec.default_location or spec.location,
             hint=f"drop `default` (the default of {spec.name} is the literal's value)",
@@ -79,9 +91,18 @@ def add_clause_knob(collector: Collector, spec: ConfigParam, place: ClausePlace)
             location=literal_at,
             domain=spec.domain.text,
             value_span=spans[0],
-            declaration=f"{place.clause} clause",
+            declaration=_declaration(place),
             more_spans=tuple(spans[1:]),
+            couplings=couplings,
         )
+    )
+
+
+def _declaration(place: ClausePlace) -> str:
+    """What the literal is, as the header and `scan` say it: "thread_limit clause", "launch
+    argument", "dim3 component"."""
+    return {"clause": f"{place.clause} clause", "launch": "launch argument"}.get(
+        place.kind, "dim3 component"
     )
 
 
@@ -100,8 +121,8 @@ def _places(
             words = directive.words
             if directive.name != "pragma" or not words or words[0].text == "annotune":
                 continue
-            if _clause_index(words, place.clause) is None or not _narrowed(
-                collector, source, directive, place
+            if _clause_index(words, place.clause) is None or not narrowed(
+                collector, source, directive.hash_token.start, directive.end, place
             ):
                 continue
             if not source.is_active(directive.hash_token.start):
@@ -115,20 +136,21 @@ def _places(
     return found, unnamed, skipped
 
 
-def _narrowed(
-    collector: Collector, source: SourceFile, directive: Directive, place: ClausePlace
+def narrowed(
+    collector: Collector, source: SourceFile, start: int, end: int, place: ClausePlace
 ) -> bool:
-    """Whether the pragma is on `place`'s line (of its file) and in its function."""
+    """Whether the code at bytes [start, end) of `source` is on `place`'s line (of its file)
+    and in its function."""
     if place.line is not None:
         wanted = place.file or collector.parsed.main.path
         if os.path.realpath(source.path) != os.path.realpath(wanted):
             return False
-        first = source.location(directive.hash_token.start).line
-        last = source.location(max(directive.hash_token.start, directive.end - 1)).line
+        first = source.location(start).line
+        last = source.location(max(start, end - 1)).line
         if not first <= place.line <= last:
             return False
     if place.function is not None:
-        function = collector.parsed.function_at(source.path, directive.hash_token.start)
+        function = collector.parsed.function_at(source.path, start)
         if function is None or function.name != place.function:
             return False
     return True

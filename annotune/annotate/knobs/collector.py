@@ -94,8 +94,9 @@ def _with_uses(parsed: ParsedSource, param: TunableParam, found: list[Use]) -> T
     uses = tuple(found)
     if param.origin == "literal" and param.value_span is not None:
         function = parsed.function_at(param.location.file, param.value_span.start)
+        in_launch = param.declaration in ("launch argument", "dim3 component")
         literal_use = Use(
-            "pragma",
+            "launch" if in_launch else "pragma",
             param.location,
             function.name if function else None,
             function.is_kernel if function else False,

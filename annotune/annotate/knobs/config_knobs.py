@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from annotune.annotate.config import ConfigParam, FileConfig
 from annotune.annotate.knobs.c_declarations import code_tokens, declaration_kind, initializer_tokens
 from annotune.annotate.knobs.clause_knobs import add_clause_knob
+from annotune.annotate.knobs.launch_knobs import add_launch_knob
 from annotune.annotate.knobs.state import Collector, check_default
 from annotune.annotate.macros import Define, compiler_value, define_value
 from annotune.annotate.problem import ConstraintDecl, TunableParam
@@ -23,7 +24,10 @@ from annotune.core.records import Number
 def add_config(collector: Collector, config: FileConfig) -> None:
     for spec in config.params:
         if spec.clause is not None:
-            add_clause_knob(collector, spec, spec.clause)
+            if spec.clause.kind == "clause":
+                add_clause_knob(collector, spec, spec.clause)
+            else:
+                add_launch_knob(collector, spec, spec.clause)
             continue
         define = collector.defines.get(spec.name)
         constant = None

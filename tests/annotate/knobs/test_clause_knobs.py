@@ -119,7 +119,7 @@ def test_a_line_of_a_local_header(tmp_path):
          "not in its domain", None),
         ('TL = { domain = "values(64, 256)", clause = "thread_lim" }',
          "'thread_lim' is no clause", "clause"),
-        ('TL = { domain = "values(64, 256)", line = 5 }', "'line' narrows a `clause`", None),
+        ('TL = { domain = "values(64, 256)", line = 5 }', "'line' narrows a place", None),
         ('TL = { domain = "values(64, 256)", clause = "thread_limit", line = 0 }',
          "line must be a line number", None),
         ('TL = { domain = "values(64, 256)", clause = "thread_limit", function = "a b" }',
