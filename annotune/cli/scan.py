@@ -71,7 +71,8 @@ def _print_table(problem: Problem, summary: SpaceSummary) -> None:
     through_kernel = kernel_only_params(problem)  # given to the declared kernel alone
     for param in problem.params:
         where = param.location
-        elsewhere = "env" if param.name in through_env else "kernel"
+        in_args = any(f"{{{param.name}}}" in arg for arg in problem.settings.args)
+        elsewhere = ("args" if in_args else "env") if param.name in through_env else "kernel"
         table.add_row(
             param.name,
             param.domain,
