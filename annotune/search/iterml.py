@@ -20,17 +20,17 @@ prediction) and deviates where the replay measurements said so:
 * Batches mix three moves: the paper's random picks inside the pool (they keep the model
   honest); one-parameter moves around the best measured, each (centre, parameter) pair once,
   to the value one sampled tree ranks best (a forest is too coarse to rank the top
-  configurations); and Thompson picks over the whole unmeasured space, which go where the trees
-  disagree.
+  configurations; `local_moves.py`); and Thompson picks over the whole unmeasured space,
+  which go where the trees disagree.
 * The random picks cover unmeasured (value, value) pairs of small parameters (a greedy pairwise
   covering design, `covering.py`): what the models miss on a plateau is usually a pair of values
   (pnpoly: tile 18-20 with use_method 0).
 * Batches of 5 until 50 are measured, then 10: the model changes most per measurement early.
 * From 50 measured, two batches of three are hill climbs on boosted trees (the `predictive`
-  strategy) instead. The forest's moves all start from what it ranks best and wait on a plateau
-  when the better region needs several parameters changed at once (convolution W6600); the
-  climbs' model is biased differently and their random starts end elsewhere. Each model
-  learns from the other's measurements.
+  strategy, run by `climbs.py`) instead. The forest's moves all start from what it ranks best
+  and wait on a plateau when the better region needs several parameters changed at once
+  (convolution W6600); the climbs' model is biased differently and their random starts end
+  elsewhere. Each model learns from the other's measurements.
 * Each climbs batch first checks the best measured configuration's neighbours along parameters
   of at most 4 values (method switches, small tiles): the local moves expand each pair only
   once, so a near-best configuration could keep a wrong switch forever.
