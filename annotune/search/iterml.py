@@ -20,17 +20,17 @@ prediction) and deviates where the replay measurements said so:
 * Batches mix three moves: the paper's random picks inside the pool (they keep the model
   honest); one-parameter moves around the best measured, each (centre, parameter) pair once,
   to the value one sampled tree ranks best (a forest is too coarse to rank the top
-  configurations); and Thompson picks over the whole unmeasured space, which go where the trees
-  disagree.
+  configurations; `local_moves.py`); and Thompson picks over the whole unmeasured space,
+  which go where the trees disagree.
 * The random picks cover unmeasured (value, value) pairs of small parameters (a greedy pairwise
   covering design, `covering.py`): what the models miss on a plateau is usually a pair of values
   (pnpoly: tile 18-20 with use_method 0).
 * Batches of 5 until 50 are measured, then 10: the model changes most per measurement early.
 * From 50 measured, two batches of three are hill climbs on boosted trees (the `predictive`
-  strategy) instead. The forest's moves all start from what it ranks best and wait on a plateau
-  when the better region needs several parameters changed at once (convolution W6600); the
-  climbs' model is biased differently and their random starts end elsewhere. Each model
-  learns from the other's measurements.
+  strategy, run by `climbs.py`) instead. The forest's moves all start from what it ranks best
+  and wait on a plateau when the better region needs several parameters changed at once
+  (convolution W6600); the climbs' model is biased differently and their random starts end
+  elsewhere. Each model learns from the other's measurements.
 * Each climbs batch first checks the best measured configuration's neighbours along parameters
   of at most 4 values (method switches, small tiles): the local moves expand each pair only
   once, so a near-best configuration could keep a wrong switch forever.
@@ -51,9 +51,10 @@ from sklearn.base import BaseEstimator
 
 from annotune.core.records import Candidates, Result
 from annotune.search.base import Strategy
+from annotune.search.climbs import Climbs
 from annotune.search.covering import PairCoverage
-from annotune.search.models import Surrogate, encode_features
-from annotune.search.predictive import PredictiveStrategy
+from annotune.search.local_moves import LocalMoves
+from annotune.search.models import Surrogate, encode_features, thompson_picks, time_targets
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -202,7 +203,6 @@ class IterML(Strategy):
         n = len(candidates)
         settings = self.settings
         self._rng = rng
-        self._values = candidates.values
         # float32: what scikit-learn's trees compute in; converting once saves a copy per call.
         self._encoded = (
             encode_features(candidates.values).astype(np.float32) if n else (candidates.values)
@@ -217,23 +217,24 @@ class IterML(Strategy):
         self._iteration = 0
         self._depth = 0  # pruning steps applied to the soft pool
         self._best = math.inf
-        self._expanded: dict[int, set[int]] = {}  # centre row -> parameters moved along
+        self._best = math.inf
+        self._local = LocalMoves(candidates.values, settings.moves_per_centre)
         self._surrogate = Surrogate(settings.model, n_jobs=settings.n_jobs)
         self._pick = max(1, round(settings.pick * n)) if settings.pick < 1 else int(settings.pick)
         self._initial = settings.initial if settings.initial is not None else self._pick
-        self._batches_after_climb_start = 0
-        self._turn_told = -1  # results told when the turn last passed
-        self._climb_batches = 0
-        self._candidates = candidates
-        self._climber: PredictiveStrategy | None = None  # created at its first turn
+        self._climbs = Climbs(
+            candidates,
+            rng,
+            share=settings.climb_share,
+            after=settings.climb_after,
+            incumbent_checks=settings.incumbent_checks,
+            incumbent_values=settings.incumbent_values,
+            n_jobs=settings.n_jobs,
+        )
         self._coverage = (
             PairCoverage(candidates.values, settings.cover_values)
             if settings.cover_values and n
             else None
-        )
-        self._checked_axes = np.array(
-            [np.unique(column).size <= settings.incumbent_values for column in candidates.values.T],
-            dtype=bool,
         )
 
     def ask(self, max_count: int) -> list[int]:
@@ -247,19 +248,17 @@ class IterML(Strategy):
             size = self._pick
             if self.settings.early_pick and len(self._told) < self.settings.early_until:
                 size = self.settings.early_pick
-            chosen = self._climbed(min(size, max_count))
+            chosen = self._climbs.batch(min(size, max_count), self._told, self._times, self._alive)
             if chosen.size == 0:
                 chosen = self._model_guided(alive, min(size, max_count))
-        if self._climber is not None:
-            self._climber.exclude(chosen)
+        self._climbs.exclude(chosen)
         self._iteration += 1
         self._asked += len(chosen)
         self._alive[chosen] = False
         return [int(i) for i in chosen]
 
     def tell(self, results: Sequence[Result]) -> None:
-        if self._climber is not None:
-            self._climber.tell(results)
+        self._climbs.tell(results)
         if self._coverage is not None:
             self._coverage.record([result.index for result in results])
         improved = False
@@ -279,89 +278,10 @@ class IterML(Strategy):
             "iteration": self._iteration,
             "measured": len(self._told),
             "alive": int(self._alive.sum()),
-            "climbs": self._climb_batches,
+            "climbs": self._climbs.batches,
         }
 
     # -- internals --------------------------------------------------------------------------
-
-    def _climbed(self, count: int) -> np.ndarray:
-        """The climbs' batch when it is their turn, else nothing.
-
-        The forest's moves (one-parameter steps, Thompson picks inside a pool ranked by one
-        model) wait on a plateau when the better region needs several parameters changed at
-        once. Climbs on a second, differently biased model from random starts end in other
-        places: on convolution W6600 the `predictive` strategy alone reaches Standard 1 in 263
-        measurements where the forest alone needed 511. Sharing the batches, each model learns from
-        the other's measurements.
-        """
-        if not self.settings.climb_share or len(self._told) < self.settings.climb_after:
-            return np.zeros(0, dtype=np.intp)
-        # The turn passes only when something new was told: asked again first (several
-        # devices measuring: the concurrent search tops up a batch), the batch goes on with the
-        # same model, so topping it up costs no fit of the other model.
-        if len(self._told) != self._turn_told:
-            self._turn_told = len(self._told)
-            self._batches_after_climb_start += 1
-        turn = self._batches_after_climb_start
-        # Batch `turn` is the climbs' when it completes another whole share (1e-9: 3 * (2/3)).
-        if math.floor(turn * self.settings.climb_share + 1e-9) == math.floor(
-            (turn - 1) * self.settings.climb_share + 1e-9
-        ):
-            return np.zeros(0, dtype=np.intp)
-        if self._climber is None:
-            self._climber = self._start_climber()
-        checks = self._incumbent_neighbours(min(self.settings.incumbent_checks, count))
-        self._climber.exclude(checks)
-        climbed = np.asarray(self._climber.ask(count - checks.size), dtype=np.intp)
-        chosen = np.concatenate([checks, climbed[self._alive[climbed]]])
-        self._climb_batches += bool(chosen.size)
-        return chosen
-
-    def _incumbent_neighbours(self, count: int) -> np.ndarray:
-        """Up to `count` unmeasured one-parameter neighbours of the best measured, along the
-        parameters with at most `incumbent_values` values, in random order."""
-        times = np.asarray(self._times)
-        valid = ~np.isnan(times)
-        if count <= 0 or not valid.any():
-            return np.zeros(0, dtype=np.intp)
-        best = np.asarray(self._told)[valid][np.argmin(times[valid])]
-        differs, one_move = self._one_move_from(best)
-        neighbours = one_move & self._alive & differs[:, self._checked_axes].any(axis=1)
-        return self._rng.permutation(np.flatnonzero(neighbours))[:count].astype(np.intp)
-
-    def _one_move_from(self, row: int) -> tuple[np.ndarray, np.ndarray]:
-        """Which parameters of each candidate differ from `row`'s, and which candidates differ
-        in exactly one (its neighbours)."""
-        differs = self._values != self._values[row]
-        return differs, differs.sum(axis=1, dtype=np.int32) == 1
-
-    def _start_climber(self) -> PredictiveStrategy:
-        """The climbs' strategy, told everything measured so far.
-
-        Created late because its neighbour table costs about 2 s on 10^6 configurations,
-        wasted on a search that stops before `climb_after` measurements.
-        """
-        # explore=0: the forest's batches already hold the random (pair-covering) share; the
-        # predictive strategy's own uniform random fifth only diluted the climbs.
-        climber = PredictiveStrategy(initial=0, explore=0.0, n_jobs=self.settings.n_jobs)
-        climber.start(self._candidates, self._rng)
-        climber.tell(
-            [
-                Result(row, None if math.isnan(time) else time)
-                for row, time in zip(self._told, self._times, strict=True)
-            ]
-        )
-        climber.exclude(np.flatnonzero(~self._alive))  # asked, results still to come
-        return climber
-
-    def _targets(self) -> np.ndarray:
-        """Training targets: (log) times, invalid ones imputed as a bad time."""
-        times = np.asarray(self._times)
-        valid = ~np.isnan(times)
-        if not valid.any():
-            return np.zeros(times.size)
-        filled = np.where(valid, times, times[valid].max() * self.settings.invalid_factor)
-        return np.log(np.maximum(filled, 1e-300)) if self.settings.log_target else filled
 
     def _model_guided(self, alive: np.ndarray, count: int) -> np.ndarray:
         """Fit on everything measured, predict `alive`, prune, and choose `count` rows."""
@@ -370,7 +290,8 @@ class IterML(Strategy):
         # Asked again with nothing new told (several devices measuring: the concurrent search
         # tops up a batch): the same data would give the same model, so it is kept.
         if self._fitted_on != told.size:
-            self._surrogate.fit(self._features[told], self._targets(), self._rng)
+            targets = time_targets(self._times, settings.invalid_factor, settings.log_target)
+            self._surrogate.fit(self._features[told], targets, self._rng)
             self._fitted_on = told.size
             self._mean = np.full(self._alive.size, np.nan)
         features = self._features[alive]
@@ -392,14 +313,18 @@ class IterML(Strategy):
         taken = np.zeros(self._alive.size, dtype=bool)
         thompson = settings.acquisition == "thompson"
         n_sampled = round(settings.local_sample * n_local) if thompson else 0
-        local = self._local(alive, score, n_local - n_sampled)
+        local = self._local.choose(
+            self._told, self._times, alive, score, n_local - n_sampled, self._rng
+        )
         if n_sampled:
             sampled = self._surrogate.sample(features, self._rng)
             sampled[np.isin(alive, local)] = np.inf
-            local = np.concatenate([local, self._local(alive, sampled, n_sampled)])
+            more = self._local.choose(self._told, self._times, alive, sampled, n_sampled, self._rng)
+            local = np.concatenate([local, more])
         taken[local] = True
         if thompson:
-            exploit = self._thompson(alive, features, ~taken[alive], n_exploit)
+            free = ~taken[alive]
+            exploit = thompson_picks(self._surrogate, alive, features, free, n_exploit, self._rng)
         else:
             exploit = ranked[~taken[ranked]][:n_exploit]
         taken[exploit] = True
@@ -413,60 +338,3 @@ class IterML(Strategy):
         if self._coverage is None:
             return self._rng.choice(rows, size=count, replace=False)
         return self._coverage.spread(rows, count, self._rng)
-
-    def _local(self, alive: np.ndarray, score: np.ndarray, count: int) -> np.ndarray:
-        """`count` model-chosen unmeasured neighbours of the best measured configurations.
-
-        A neighbour differs from its centre in exactly one parameter. Centres are taken best
-        first; around each, up to `moves_per_centre` parameters not expanded before (drawn
-        at random) are moved to the value with the best `score` (predicted for `alive`: the
-        forest's mean, or one tree's). Drawing the parameter
-        first matters: ranking all neighbours together spends the picks on the parameter
-        with the most values even when it hardly matters (pnpoly's 31 block sizes). Each
-        (centre, parameter) pair is expanded once per run, so the search walks down the
-        ranking instead of circling the same few centres.
-        """
-        if count <= 0:
-            return np.zeros(0, dtype=np.intp)
-        times = np.asarray(self._times)
-        told = np.asarray(self._told)
-        valid = ~np.isnan(times)
-        centres = told[valid][np.argsort(times[valid], kind="stable")]
-        predicted = np.full(self._alive.size, np.inf)
-        predicted[alive] = score
-        chosen: list[int] = []
-        for centre in centres:
-            if len(chosen) == count:
-                break
-            differs, one_move = self._one_move_from(centre)
-            near = one_move & np.isfinite(predicted)
-            if not near.any():
-                continue
-            expanded = self._expanded.setdefault(int(centre), set())
-            axes = [a for a in np.flatnonzero(differs[near].any(axis=0)) if a not in expanded]
-            moves = min(self.settings.moves_per_centre, count - len(chosen))
-            for axis in self._rng.permutation(axes)[:moves]:
-                expanded.add(int(axis))
-                along = np.flatnonzero(near & differs[:, axis] & np.isfinite(predicted))
-                if along.size == 0:
-                    continue
-                best = along[predicted[along] == predicted[along].min()]
-                pick = int(best[self._rng.integers(best.size)])
-                predicted[pick] = np.inf
-                chosen.append(pick)
-        return np.asarray(chosen, dtype=np.intp)
-
-    def _thompson(
-        self, rows: np.ndarray, features: np.ndarray, free: np.ndarray, count: int
-    ) -> np.ndarray:
-        """`count` of the `free` `rows`, each the minimum of a freshly drawn model sample."""
-        chosen: list[int] = []
-        free = free.copy()
-        for _ in range(min(count, int(free.sum()))):
-            draw = self._surrogate.sample(features, self._rng)
-            draw[~free] = np.inf
-            best = np.flatnonzero(draw == draw.min())
-            pick = int(best[self._rng.integers(best.size)])
-            free[pick] = False
-            chosen.append(int(rows[pick]))
-        return np.asarray(chosen, dtype=np.intp)

@@ -5,6 +5,8 @@ state leaks between iterations or runs), seeds it from the caller's generator (s
 same search), standardizes the features for models that need it, and predicts in chunks so
 that a space of millions of configurations never needs one huge temporary array. For forests
 it also returns the spread of the trees, a cheap confidence that IterML can prune by.
+`time_targets` turns measured times into what a model learns, `thompson_picks` chooses rows
+by minimizing one sampled tree per pick.
 """
 
 from __future__ import annotations
@@ -159,3 +161,36 @@ class Surrogate:
             chunk = x[start : start + PREDICT_CHUNK]
             out[start : start + len(chunk)] = tree.predict(chunk)
         return out
+
+
+def time_targets(times: np.ndarray, invalid_factor: float, log_target: bool) -> np.ndarray:
+    """Training targets from measured times (NaN: invalid): the times, or their logs, with
+    each invalid one imputed as `invalid_factor` times the worst valid time."""
+    times = np.asarray(times)
+    valid = ~np.isnan(times)
+    if not valid.any():
+        return np.zeros(times.size)
+    filled = np.where(valid, times, times[valid].max() * invalid_factor)
+    return np.log(np.maximum(filled, 1e-300)) if log_target else filled
+
+
+def thompson_picks(
+    surrogate: Surrogate,
+    rows: np.ndarray,
+    features: np.ndarray,
+    free: np.ndarray,
+    count: int,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """`count` of the `free` `rows` (features: their model inputs), each the minimum of a
+    freshly drawn model sample (`Surrogate.sample`; ties broken at random)."""
+    chosen: list[int] = []
+    free = free.copy()
+    for _ in range(min(count, int(free.sum()))):
+        draw = surrogate.sample(features, rng)
+        draw[~free] = np.inf
+        best = np.flatnonzero(draw == draw.min())
+        pick = int(best[rng.integers(best.size)])
+        free[pick] = False
+        chosen.append(int(rows[pick]))
+    return np.asarray(chosen, dtype=np.intp)

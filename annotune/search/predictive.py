@@ -28,16 +28,16 @@ across problem sizes, which matters because the trees share splits between tasks
 Choices and deviations from the paper, and why:
 
 * Model: scikit-learn's boosted trees, in whichever of its two implementations fits faster
-  (`boosted_trees`). Both grow each tree best first to 31 leaves, so they build the same
-  model; parameter spaces have few distinct values per column, so the 255 histogram bins are
-  exact. A search without prior data fits 50-300 rows: `GradientBoostingRegressor` in 50-110
-  ms on this 2-core box, `HistGradientBoostingRegressor` in 85-180 ms (its per-tree overhead
-  is Python), and these fits were two thirds of IterML's time with 8 devices
+  (`speedup.boosted_trees`). Both grow each tree best first to 31 leaves, so they build the
+  same model; parameter spaces have few distinct values per column, so the 255 histogram bins
+  are exact. A search without prior data fits 50-300 rows: `GradientBoostingRegressor` in
+  50-110 ms on this 2-core box, `HistGradientBoostingRegressor` in 85-180 ms (its per-tree
+  overhead is Python), and these fits were two thirds of IterML's time with 8 devices
   (`docs/experiments/scaleout.md`). With prior data the training set reaches tens of
   thousands of rows: on gemm's 18k configurations the exact one took 1.25 s to fit, the
-  histogram one 0.17 s. They cross near 600 rows; up to `EXACT_ROWS` (500) the exact one
-  fits. OpenMP threads are capped at `n_jobs`: unbounded they oversubscribe a busy machine (a
-  20-row fit took 2 s instead of 30 ms while other jobs ran).
+  histogram one 0.17 s. They cross near 600 rows; up to `speedup.EXACT_ROWS` (500) the exact
+  one fits. OpenMP threads are capped at `n_jobs`: unbounded they oversubscribe a busy
+  machine (a 20-row fit took 2 s instead of 30 ms while other jobs ran).
 * Trees: the paper's 100 boosting rounds, but depth 6 and leaves of at least 2 instead of
   depth 4 and leaves of 10. The paper trained on 1,500-30,000 rows; here the model starts from
   20, and leaves of 10 are too coarse to rank the few configurations within 5% of the best.
@@ -89,147 +89,14 @@ so differences of a few tens are noise.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 
 import numpy as np
-from sklearn.ensemble import GradientBoostingRegressor, HistGradientBoostingRegressor
-from threadpoolctl import threadpool_limits
 
 from annotune.core.records import Candidates, Result, TaskData, check_task_features
 from annotune.search.base import Strategy
-from annotune.search.models import encode_features
-
-EXACT_ROWS = 500
-"""Training sets up to this size are fitted by exact boosting, larger ones by histograms
-(`boosted_trees`)."""
-
-
-@dataclass(frozen=True)
-class Neighbours:
-    """For every row of a configuration matrix, the rows differing from it in one column.
-
-    Per column j, rows that agree on every other column form a group; a row's neighbours along
-    j are the other members of its group. `groups[j, i]` is row i's group along column j;
-    `members[j]` lists the rows sorted by group, with group g at
-    `members[j][starts[j][g]:starts[j][g + 1]]`.
-    """
-
-    groups: np.ndarray
-    members: tuple[np.ndarray, ...]
-    starts: tuple[np.ndarray, ...]
-
-    @classmethod
-    def of(cls, values: np.ndarray) -> Neighbours:
-        """Group the rows of `values` (n, d) along each column: one sort per column."""
-        n, d = values.shape
-        groups = np.zeros((d, n), dtype=np.intp)
-        members, starts = [], []
-        for j in range(d):
-            other = np.delete(values, j, axis=1)
-            order = np.lexsort(other.T[::-1]) if other.shape[1] else np.arange(n)
-            ordered = other[order]
-            new = np.ones(n, dtype=bool)
-            new[1:] = np.any(ordered[1:] != ordered[:-1], axis=1)
-            groups[j, order] = np.cumsum(new) - 1
-            members.append(order)
-            starts.append(np.flatnonzero(np.append(new, True)))
-        return cls(groups, tuple(members), tuple(starts))
-
-    def __call__(self, row: int) -> np.ndarray:
-        """All rows that differ from `row` in exactly one column."""
-        parts = []
-        for j, group in enumerate(self.groups[:, row]):
-            start, stop = self.starts[j][group], self.starts[j][group + 1]
-            if stop - start > 1:
-                parts.append(self.members[j][start:stop])
-        if not parts:
-            return np.zeros(0, dtype=np.intp)
-        near = np.concatenate(parts)
-        return near[near != row]
-
-
-def hill_climb(
-    score: Callable[[np.ndarray], np.ndarray],
-    neighbours: Callable[[int], np.ndarray],
-    start: int,
-    rng: np.random.Generator,
-    *,
-    max_sideways: int = 30,
-    max_steps: int = 10_000,
-) -> int:
-    """Stochastic hill climb from `start`; returns the row where it stops (higher is better).
-
-    Each step moves to a neighbour drawn at random among those scoring higher than the current
-    row. With none, it moves to an equally scored neighbour not visited before, at most
-    `max_sideways` times in a row, to cross plateaus; then it stops.
-    """
-    current = start
-    value = float(score(np.array([start]))[0])
-    visited = {start}
-    sideways = 0
-    for _ in range(max_steps):
-        near = neighbours(current)
-        if near.size == 0:
-            break
-        scores = score(near)
-        better = near[scores > value]
-        if better.size:
-            sideways = 0
-            options = better
-        elif sideways < max_sideways:
-            options = np.array([r for r in near[scores == value] if int(r) not in visited])
-            if options.size == 0:
-                break
-            sideways += 1
-        else:
-            break
-        current = int(options[rng.integers(options.size)])
-        value = float(score(np.array([current]))[0])
-        visited.add(current)
-    return current
-
-
-def log_speedup(times: np.ndarray, reference: float, invalid: float) -> np.ndarray:
-    """The paper's target (Eq. 1): log(reference / time); NaN (invalid) times get `invalid`."""
-    times = np.asarray(times, dtype=np.float64)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        y = np.log(reference / times)
-    return np.where(np.isnan(times), invalid, y)
-
-
-def reference_time(
-    values: np.ndarray, times: np.ndarray, configuration: np.ndarray | None
-) -> float:
-    """A task's reference time: its valid time of `configuration`, else its median valid time.
-
-    NaN when the task has no valid time at all (every row is then learned as invalid).
-    """
-    valid = ~np.isnan(times)
-    if configuration is not None:
-        same = np.flatnonzero(np.all(values == configuration, axis=1) & valid)
-        if same.size:
-            return float(times[same[0]])
-    return float(np.median(times[valid])) if valid.any() else math.nan
-
-
-def boosted_trees(
-    rows: int, *, trees: int, depth: int, min_leaf: int, learning_rate: float, seed: int
-) -> GradientBoostingRegressor | HistGradientBoostingRegressor:
-    """Unfitted boosted regression trees for a training set of `rows` rows: the same model
-    either way (trees grown best first to 31 leaves, squared error, no subsampling), fitted
-    by whichever of scikit-learn's two implementations is faster at that size (the module
-    docstring)."""
-    same = {
-        "max_depth": depth,
-        "max_leaf_nodes": 31,
-        "min_samples_leaf": min_leaf,
-        "learning_rate": learning_rate,
-        "random_state": seed,
-    }
-    if rows <= EXACT_ROWS:
-        return GradientBoostingRegressor(n_estimators=trees, **same)
-    return HistGradientBoostingRegressor(max_iter=trees, early_stopping=False, **same)
+from annotune.search.neighbours import Neighbours, climb_ends
+from annotune.search.speedup import SpeedupModel, check_tree_options
 
 
 class PredictiveStrategy(Strategy):
@@ -286,10 +153,13 @@ class PredictiveStrategy(Strategy):
             raise ValueError("restarts must be >= 1")
         if max_sideways < 0:
             raise ValueError("max_sideways must be >= 0")
-        if not 0.0 < invalid_speedup < 1.0:
-            raise ValueError("invalid_speedup must be in (0, 1): worse than the reference")
-        if trees < 1 or depth < 1 or min_leaf < 1 or learning_rate <= 0:
-            raise ValueError("trees, depth, min_leaf and learning_rate must be positive")
+        check_tree_options(
+            invalid_speedup=invalid_speedup,
+            trees=trees,
+            depth=depth,
+            min_leaf=min_leaf,
+            learning_rate=learning_rate,
+        )
         check_task_features(prior, task_features)
         self.batch = batch
         self.initial = initial
@@ -317,13 +187,21 @@ class PredictiveStrategy(Strategy):
             if task.values.shape[1] != candidates.values.shape[1]:
                 raise ValueError(f"prior task {task.name!r} has other parameters than the target")
         self._rng = rng
-        self._values = candidates.values
-        self._rows = self._model_rows(candidates.values)
+        self._model = SpeedupModel(
+            candidates.values,
+            self.task_features,
+            self.prior,
+            invalid_speedup=self.invalid_speedup,
+            trees=self.trees,
+            depth=self.depth,
+            min_leaf=self.min_leaf,
+            learning_rate=self.learning_rate,
+            n_jobs=self.n_jobs,
+        )
         self._neighbours = Neighbours.of(candidates.values) if n else None
         self._asked = np.zeros(n, dtype=bool)
         self._times = np.full(n, np.nan)
         self._told: list[int] = []
-        self._predicted: tuple[int, np.ndarray] | None = None  # results fitted on, prediction
         self._reference: int | None = None  # row whose time is the target's reference
         self._iteration = 0
         default = 0 if self.prior else 20
@@ -364,24 +242,6 @@ class PredictiveStrategy(Strategy):
 
     # -- internals --------------------------------------------------------------------------
 
-    def _model_rows(self, values: np.ndarray) -> np.ndarray:
-        """Encoded parameters plus task features of the target's rows (float32, as the trees).
-
-        The parameters of all tasks are encoded together, so that a column means the same
-        transform (log2, alignment) for every task; the prior tasks' rows are kept too.
-        """
-        blocks = [values, *(task.values for task in self.prior)]
-        sizes = [len(block) for block in blocks]
-        stacked = np.vstack(blocks)
-        encoded = encode_features(stacked) if len(stacked) else stacked
-        features = [self.task_features, *(task.features for task in self.prior)]
-        rows = [
-            np.hstack([part, np.tile(np.asarray(f, dtype=np.float64), (len(part), 1))])
-            for part, f in zip(np.split(encoded, np.cumsum(sizes)[:-1]), features, strict=True)
-        ]
-        self._prior_rows = [r.astype(np.float32) for r in rows[1:]]
-        return rows[0].astype(np.float32)
-
     def _can_model(self) -> bool:
         """Whether there is anything to learn: prior data, or a valid target measurement."""
         return bool(self.prior) or self._reference is not None
@@ -393,80 +253,25 @@ class PredictiveStrategy(Strategy):
         drawn = self._rng.choice(rest, size=min(count - first, rest.size), replace=False)
         return np.concatenate([[self.reference] if first else [], drawn]).astype(np.intp)
 
-    def _training_set(self) -> tuple[np.ndarray, np.ndarray]:
-        """Model rows and log-speedup targets of every measurement, target and prior."""
-        zeta = math.log(self.invalid_speedup)
-        told = np.asarray(self._told, dtype=np.intp)
-        configuration = None if self._reference is None else self._values[self._reference]
-        xs = [self._rows[told]]
-        ys = []
-        if told.size:
-            reference = self._times[self._reference] if self._reference is not None else math.nan
-            ys.append(log_speedup(self._times[told], reference, zeta))
-        for task, rows in zip(self.prior, self._prior_rows, strict=True):
-            xs.append(rows)
-            own = reference_time(task.values, task.times, configuration)
-            ys.append(log_speedup(task.times, own, zeta))
-        return np.vstack(xs), np.concatenate(ys) if ys else np.zeros(0)
-
-    def _fit_predict(self) -> np.ndarray:
-        """Fit the boosted trees and predict the log speedup of every target configuration;
-        asked again with nothing new told (a batch topped up while devices measure), the last
-        prediction: the same data would give the same model."""
-        if self._predicted is not None and self._predicted[0] == len(self._told):
-            return self._predicted[1]
-        x, y = self._training_set()
-        model = boosted_trees(
-            len(x),
-            trees=self.trees,
-            depth=self.depth,
-            min_leaf=self.min_leaf,
-            learning_rate=self.learning_rate,
-            seed=int(self._rng.integers(2**31 - 1)),
-        )
-        with threadpool_limits(self.n_jobs, user_api="openmp"):
-            model.fit(x, y)
-            predicted = model.predict(self._rows)
-        self._predicted = (len(self._told), predicted)
-        return predicted
-
     def _climbed(self, count: int) -> np.ndarray:
         """`count` rows: end points of hill climbs on the model, and a random share."""
-        predicted = self._fit_predict()
+        predicted = self._model.fit_predict(self._told, self._times, self._reference, self._rng)
         assert self._neighbours is not None
         measured = np.flatnonzero(~np.isnan(self._times))
         best = int(measured[np.argmin(self._times[measured])]) if measured.size else -1
         n_climbs = count - round(self.explore * count)
-        n_best = round(self.from_best * n_climbs) if measured.size else 0
         taken = self._asked.copy()
-        chosen: list[int] = []
-        for climb in range(math.ceil(self.restarts * n_climbs)):
-            if len(chosen) == n_climbs:
-                break
-            start = best if climb < n_best else int(self._rng.integers(taken.size))
-            end = hill_climb(
-                lambda rows: predicted[rows],
-                self._neighbours,
-                start,
-                self._rng,
-                max_sideways=self.max_sideways,
-            )
-            pick = self._free_end(end, predicted, taken)
-            if pick is not None:
-                chosen.append(pick)
-                taken[pick] = True
+        chosen = climb_ends(
+            predicted,
+            self._neighbours,
+            taken,
+            self._rng,
+            count=n_climbs,
+            from_best=round(self.from_best * n_climbs) if measured.size else 0,
+            best=best,
+            restarts=self.restarts,
+            max_sideways=self.max_sideways,
+        )
         left = np.flatnonzero(~taken)
         extra = self._rng.choice(left, size=min(count - len(chosen), left.size), replace=False)
         return np.concatenate([np.asarray(chosen, dtype=np.intp), extra]).astype(np.intp)
-
-    def _free_end(self, end: int, predicted: np.ndarray, taken: np.ndarray) -> int | None:
-        """The climb's end point if not `taken`, else its best predicted free neighbour."""
-        if not taken[end]:
-            return end
-        assert self._neighbours is not None
-        near = self._neighbours(end)
-        near = near[~taken[near]]
-        if near.size == 0:
-            return None
-        top = near[predicted[near] == predicted[near].max()]
-        return int(top[self._rng.integers(top.size)])

@@ -10,15 +10,9 @@ from threadpoolctl import threadpool_limits
 
 from annotune.core.records import Candidates, Result, TaskData
 from annotune.search import Budget, create, run_search
-from annotune.search.predictive import (
-    EXACT_ROWS,
-    Neighbours,
-    PredictiveStrategy,
-    boosted_trees,
-    hill_climb,
-    log_speedup,
-    reference_time,
-)
+from annotune.search.neighbours import Neighbours, hill_climb
+from annotune.search.predictive import PredictiveStrategy
+from annotune.search.speedup import EXACT_ROWS, boosted_trees, log_speedup, reference_time
 
 
 def grid(*sizes: int, keep=None) -> Candidates:

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from annotune.core.records import Candidates, Result
 from annotune.search import Budget, IterML, IterMLSettings, Strategy, create, run_search
-from annotune.search import iterml as iterml_module
+from annotune.search import climbs as climbs_module
 from annotune.search.predictive import PredictiveStrategy
 
 
@@ -271,7 +271,7 @@ def test_iterml_starts_the_climbs_at_their_first_turn_with_every_result_so_far(m
             climbers.append(self)
             super().start(candidates, rng)
 
-    monkeypatch.setattr(iterml_module, "PredictiveStrategy", RecordedClimber)
+    monkeypatch.setattr(climbs_module, "PredictiveStrategy", RecordedClimber)
     candidates, times = bowl()
     for budget, started in ((40, 0), (100, 1)):
         climbers.clear()

@@ -197,14 +197,14 @@ def test_iterml_tops_up_a_batch_from_the_model_it_chose_with(monkeypatch):
     """Asked again with nothing new told, IterML's batch goes on with the model of its turn,
     forest or climbs, fitted and predicted once: a batch topped up from several asks costs
     one fit, not a forest's and a boosted model's."""
-    from annotune.search import models, predictive
+    from annotune.search import models, speedup
 
     calls: list[str] = []
     for owner, name, label in (
         (models.Surrogate, "fit", "forest"),
         (models.Surrogate, "predict", "predict"),
-        (predictive.GradientBoostingRegressor, "fit", "climbs"),
-        (predictive.HistGradientBoostingRegressor, "fit", "climbs"),
+        (speedup.GradientBoostingRegressor, "fit", "climbs"),
+        (speedup.HistGradientBoostingRegressor, "fit", "climbs"),
     ):
         original = getattr(owner, name)
 
