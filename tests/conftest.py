@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 from pathlib import Path
 
 import pytest
@@ -49,6 +50,18 @@ def replay_file(replay_dir: Path):
         return path
 
     return found
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _this_environments_commands_first():
+    """`annotune` (and mkdocs, cmake's helpers) as this interpreter's environment installs
+    them, first on PATH: the tests that shell out run the annotune under test, activated or
+    not (`.venv/bin/python -m pytest`)."""
+    scripts = str(Path(sys.executable).parent)
+    previous = os.environ.get("PATH", "")
+    os.environ["PATH"] = f"{scripts}{os.pathsep}{previous}"
+    yield
+    os.environ["PATH"] = previous
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -49,6 +49,7 @@ import typer
 from annotune.cli.app import JsonFlag, app, print_json, user_errors
 from annotune.cli.params import GpusOption, device_name, output_dir, output_file
 from annotune.core.diagnostics import AnnotuneError, Location
+from annotune.core.files import refuse_overwrite
 from annotune.emit import header_args, tuned_header_path, write_if_changed
 from annotune.emit.shadow import recorded_compile
 from annotune.run.device import DEVICE_ENV, current_device_name
@@ -127,6 +128,7 @@ def build(
     with user_errors():
         if not file.is_file():
             raise AnnotuneError("no such file", Location(str(file), 1, 1))
+        _refuse_inputs(file, out, env_file, config, gpus)
         if per_arch and env_file is not None:
             raise AnnotuneError(
                 "--env-file goes without --per-arch: a binary for several GPUs has one "
@@ -222,3 +224,21 @@ def _print_per_arch(header: ArchHeader, out: Path, changed: bool) -> None:
 
 def _say(line: str) -> None:
     print(line, file=sys.stderr)
+
+
+def _refuse_inputs(
+    file: Path, out: Path, env_file: Path | None, config: Path | None, gpus: Path | None
+) -> None:
+    """No output over an input: the source, the config, the GPU table, the results database,
+    or the other output (the files the source includes are checked once they are known)."""
+    from annotune.results.workspace import default_db_path
+
+    inputs = {
+        "the source": file,
+        "the config": config,
+        "the GPU table (--gpus)": gpus,
+        "the results database": default_db_path(file),
+    }
+    refuse_overwrite(out, "-o", {**inputs, "the --env-file": env_file})
+    if env_file is not None:
+        refuse_overwrite(env_file, "--env-file", {**inputs, "the -o file": out})

@@ -11,7 +11,9 @@ from annotune.annotate import read_problem
 from annotune.cli.app import ConfigPath, DbPath, JsonFlag, app, print_json, stderr, user_errors
 from annotune.cli.params import device_name, output_file
 from annotune.core.diagnostics import AnnotuneError
+from annotune.core.files import refuse_overwrite
 from annotune.results.studies import export_study
+from annotune.results.workspace import default_db_path
 
 
 @app.command()
@@ -34,6 +36,18 @@ def export(
     """Export the measurements of FILE's current source (the latest matching study) to T4 JSON."""
     with user_errors():
         problem = read_problem(file, config_path=config)
+        read = {f"{name}, which the source reads": Path(name) for name in problem.files}
+        config_file = Path(problem.config_file) if problem.config_file else None
+        refuse_overwrite(
+            output,
+            "-o",
+            {
+                "the source": file,
+                "the config": config_file,
+                "the results database": db or default_db_path(file),
+                **read,
+            },
+        )
         try:
             found = export_study(problem, output, db_path=db, device=device)
         except OSError as error:  # writing OUTPUT: full, read-only, a device that refuses

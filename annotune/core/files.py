@@ -214,3 +214,30 @@ def _file_mode(path: Path) -> int:
         umask = os.umask(0o022)
         os.umask(umask)
         return 0o666 & ~umask
+
+
+def same_file(first: Path, second: Path) -> bool:
+    """Whether two paths name one file: the same file where both exist (hard links, symbolic
+    links, `..` alike), else the same real path (one that does not exist yet)."""
+    try:
+        return os.path.samefile(first, second)
+    except OSError:
+        return os.path.realpath(first) == os.path.realpath(second)
+
+
+def refuse_overwrite(output: Path, option: str, inputs: dict[str, Path | None]) -> None:
+    """AnnotuneError when `output` (written by `option`) is one of the command's `inputs`
+    (by what each is): annotune never writes over a file it reads, or another output of its
+    own. A device such as /dev/stdout is no input, and may be written."""
+    try:
+        if not stat.S_ISREG(os.stat(output).st_mode):
+            return
+    except OSError:
+        pass  # no file there yet: it may still be an input's path (an output of the command)
+    for what, path in inputs.items():
+        if path is not None and same_file(output, path):
+            raise AnnotuneError(
+                f"{option} {output} is {what}: annotune writes no output over a file it "
+                "reads, nor over another of its outputs",
+                hint="write it somewhere else",
+            )

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from annotune import __version__
 from annotune.core.diagnostics import AnnotuneError, Location
 from annotune.core.digests import text_digest
-from annotune.core.files import same_content
+from annotune.core.files import refuse_overwrite, same_content
 from annotune.emit import header_env, render_defaults_header, write_if_changed
 from annotune.emit.shadow import header_values, write_copies
 from annotune.emit.sizes import MARKER as SIZES_MARKER
@@ -101,6 +101,8 @@ def checked_header(
         defaults = None if tuned or stand_in else _defaults(problem, name)
         record = BuildRecord(_inputs(problem, file, gpus), stand_in, defaults)
         keep = before.items() <= record.inputs.items()  # else the source changed as it was read
+    for path in record.inputs:  # every file the front end read: the source's headers too
+        refuse_overwrite(out, "-o", {"a file the source reads": Path(path)})
     if not tuned and record.stand_in is not None:
         header, tuned = Path(record.stand_in[0]), True
         say(f"annotune: warning: {record.stand_in[1]}")
