@@ -44,7 +44,7 @@ def write_file(path: Path, data: bytes) -> None:
         raise AnnotuneError(f"cannot write {path}: {reason}") from None
 
 
-def replace_atomically(path: Path, data: bytes) -> None:
+def replace_atomically(path: Path, data: bytes, *, follow_links: bool = True) -> None:
     """Write `data` to a temporary file unique to this call beside `path`, then rename it over
     `path`: readers see the old file or the new one, even with many writers (`make -j`). On any
     error (no space left, I/O error, read-only) the old file stays as it was and OSError says why.
@@ -56,12 +56,18 @@ def replace_atomically(path: Path, data: bytes) -> None:
     into a file replaces that file, not /dev/stdout). A `path` that leads to no regular file (a
     device such as /dev/full, a terminal, a pipe or FIFO) is written in place instead: renaming
     over it would replace the device node itself, and the bytes were meant for what it leads to.
+
+    `follow_links=False`, for annotune's own files (a workspace a link or FIFO may have been
+    put into): whatever is at `path` is replaced where it is, never written through.
     """
-    if _is_special(path):
+    if not follow_links:
+        mode = 0o666 & ~_umask()
+    elif _is_special(path):
         _write_in_place(path, data)
         return
-    path = Path(os.path.realpath(path))
-    mode = _file_mode(path)
+    else:
+        path = Path(os.path.realpath(path))
+        mode = _file_mode(path)
     prefix = f".{bounded_name(path.name, NAME_MAX - 20)}."  # mkstemp adds 8 characters, and .tmp
     fd, temp = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=path.parent)
     try:
@@ -97,11 +103,14 @@ def same_content(path: Path, data: bytes) -> bool:
     return read_regular(path, limit=len(data)) == data
 
 
-def read_regular(path: Path, *, limit: int | None = None) -> bytes | None:
-    """The bytes of `path` when it is a regular file (of at most `limit` bytes, if given); None
-    for anything else, or when it cannot be read. Never blocks on a FIFO (opened without
-    waiting for a writer) nor reads a device without end."""
-    opened = open_regular(path, limit=limit)
+def read_regular(
+    path: Path, *, limit: int | None = None, follow_links: bool = True
+) -> bytes | None:
+    """The bytes of `path` when it is a regular file (of at most `limit` bytes, if given; not
+    a symbolic link unless `follow_links`); None for anything else, or when it cannot be read.
+    Never blocks on a FIFO (opened without waiting for a writer) nor reads a device without
+    end."""
+    opened = open_regular(path, limit=limit, follow_links=follow_links)
     if opened is None:
         return None
     with opened[0] as file:
@@ -112,13 +121,14 @@ def read_regular(path: Path, *, limit: int | None = None) -> bytes | None:
 
 
 def open_regular(
-    path: str | Path, *, limit: int | None = None
+    path: str | Path, *, limit: int | None = None, follow_links: bool = True
 ) -> tuple[io.BufferedReader, os.stat_result] | None:
     """`path` opened for reading, with its status, when it is a regular file of at most
     `limit` bytes; None for anything else (missing, unreadable, a directory, a FIFO, a device,
     a NUL in the name): the one way every bounded read opens a file."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        flags = os.O_RDONLY | os.O_NONBLOCK | (0 if follow_links else os.O_NOFOLLOW)
+        fd = os.open(path, flags)
     except (OSError, ValueError):
         return None
     try:
@@ -211,9 +221,13 @@ def _file_mode(path: Path) -> int:
     try:
         return path.stat().st_mode & 0o7777
     except FileNotFoundError:
-        umask = os.umask(0o022)
-        os.umask(umask)
-        return 0o666 & ~umask
+        return 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return umask
 
 
 def same_file(first: Path, second: Path) -> bool:

@@ -8,7 +8,9 @@ or None for a place that held no file, and is used only while every one of them 
 same bytes; otherwise it is worked out again and replaced. Its name is a hash of the rest of
 what the result depends on (`build_key`). Records live in the source's workspace
 (`results.workspace`), under `build/`, each written atomically, so that `make -j` runs may
-race; an unreadable or garbled record is only a miss.
+race; an unreadable or garbled record is only a miss. A record is annotune's own file in a
+directory others may write: read bounded (its size, its nesting, a regular file only, never
+through a link) and replaced where it is, never written through what stands in its place.
 """
 
 from __future__ import annotations
@@ -20,11 +22,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from annotune.core.digests import file_digest, text_digest
-from annotune.core.files import replace_atomically
+from annotune.core.files import read_regular, replace_atomically
 from annotune.core.inputs import SOURCE
 from annotune.results.workspace import workspace
 
 FOLDER = "build"
+RECORD_LIMIT = 16 * 2**20
+"""The largest record read: far above any real one (the checked notes of a few headers), so
+that a record replaced by something huge or sparse is a miss, never read whole."""
 
 
 @dataclass(frozen=True)
@@ -60,13 +65,16 @@ def record_path(source: Path, key: str) -> Path:
 
 def load_record(source: Path, key: str) -> BuildRecord | None:
     """The record of `key` when every input still holds the bytes it was worked out from."""
+    text = read_regular(record_path(source, key), limit=RECORD_LIMIT, follow_links=False)
+    if text is None or len(text) > RECORD_LIMIT:  # none, a link, a FIFO, a huge file: a miss
+        return None
     try:
-        data = json.loads(record_path(source, key).read_bytes())
+        data = json.loads(text)
         inputs = {str(k): v for k, v in data["inputs"].items()}
         header, warning = data["stand_in"] or (None, None)
         stand_in = (str(header), str(warning)) if header is not None else None
         record = BuildRecord(inputs, stand_in, data["defaults"], dict(data["checked"]))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
         return None
     if file_digests(record.inputs) != record.inputs:
         return None
@@ -84,7 +92,7 @@ def save_record(source: Path, key: str, record: BuildRecord) -> str:
     }
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        replace_atomically(path, json.dumps(data, sort_keys=True).encode())
+        replace_atomically(path, json.dumps(data, sort_keys=True).encode(), follow_links=False)
     except OSError as error:
         return f"cannot write {path}: {error.strerror or error}"
     return ""
