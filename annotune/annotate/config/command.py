@@ -17,9 +17,16 @@ from pathlib import Path
 
 from annotune.annotate.config.values import resolved, string_list
 from annotune.annotate.source import language_of
-from annotune.core.command import PATH_KINDS, PRESET_NAMES, arguments, compiles_c_as_cxx, is_nvcc
+from annotune.core.command import (
+    PATH_KINDS,
+    PRESET_NAMES,
+    arguments,
+    compiles_c_as_cxx,
+    expand_responses,
+    is_nvcc,
+)
 from annotune.core.diagnostics import AnnotuneError, Location
-from annotune.core.inputs import SOURCE, check_input
+from annotune.core.inputs import SOURCE, check_input, read_input
 from annotune.core.toml import Positions
 
 # `-x` values: nvcc's (c, c++, cu) and gcc's or clang's; "none" and any other: by extension.
@@ -74,7 +81,9 @@ def _absolute_args(argv: list[str], base: Path) -> list[str]:
     absolute = [resolved(base, compiler) if named else compiler]
     for argument in arguments(argv):
         value, args = argument.value, argument.args
-        if argument.kind is None and _names_file(value, base):
+        if argument.kind is None and value.startswith("@") and _names_file(value[1:], base):
+            absolute.append("@" + resolved(base, value[1:]))  # a response file beside the config
+        elif argument.kind is None and _names_file(value, base):
             absolute.append(resolved(base, value))
         elif argument.kind in PATH_KINDS and "{" not in value:  # a placeholder: annotune's
             path = resolved(base, value)
@@ -111,6 +120,7 @@ def command_view(argv: tuple[str, ...], source: Path) -> CommandView:
     """What `argv` (a preset's name, or a command with absolute paths) tells the preprocessor
     about `source`: gcc's and clang's `-x` name the language of the files after it, nvcc's of
     every file; a macro is as its last `-D` or `-U` left it."""
+    argv = tuple(expand_responses(argv, _response))  # what the compiler reads: their -D too
     compiler = Path(argv[0]).name
     source_at = argv.index("{source}") if "{source}" in argv else len(argv)
     language = None
@@ -141,6 +151,14 @@ def command_view(argv: tuple[str, ...], source: Path) -> CommandView:
         tuple(value for value in macros.values() if value is not None),
         tuple(name for name, value in macros.items() if value is None),
     )
+
+
+def _response(path: str) -> tuple[str, ...] | None:
+    """A response file's arguments, split as gcc reads them; None when it cannot be read."""
+    try:
+        return tuple(shlex.split(read_input(Path(path), SOURCE).decode(errors="surrogateescape")))
+    except (AnnotuneError, ValueError):
+        return None
 
 
 def with_defines(

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from annotune.annotate.config import FileConfig
-from annotune.annotate.knobs.config_knobs import add_config
+from annotune.annotate.knobs.config_knobs import add_config, command_value
 from annotune.annotate.knobs.pragmas import add_pragma_param
 from annotune.annotate.knobs.scan import add_define_param, scan_file
 from annotune.annotate.knobs.state import Collector
@@ -44,6 +44,7 @@ def collect(
         add_pragma_param(collector, *args)
     if config is not None:
         add_config(collector, config)
+        _command_defaults(collector, config)
     for name, value in (fixed or {}).items():
         _add_fixed(collector, name, value)
     uses = find_uses(parsed, set(collector.params))
@@ -60,6 +61,26 @@ def collect(
         timing_header=parsed.timing_header,
         pragmas=_pragma_families(parsed),
     )
+
+
+def _command_defaults(collector: Collector, config: FileConfig) -> None:
+    """A `@tune` macro the compile command sets itself (`-DB=8`, the source's `#ifndef B`
+    skipped): its default is the command's value, what every build of the program has."""
+    for name, param in list(collector.params.items()):
+        if param.origin not in ("define", "pragma") or not param.guarded:
+            continue
+        found = command_value(config, name)
+        if found is not None and found[0] != param.default:
+            value, flag = found
+            if value not in param.values:
+                raise AnnotuneError(
+                    f"the compile command sets {flag}, the default every build of the program "
+                    f"has, and {c_literal(value)} is not in the domain of {name}, "
+                    f"{param.domain}",
+                    param.location,
+                    hint=f"add {c_literal(value)} to the domain, or drop {flag}",
+                )
+            collector.params[name] = dataclasses.replace(param, default=value)
 
 
 def _pragma_families(parsed: ParsedSource) -> frozenset[str]:

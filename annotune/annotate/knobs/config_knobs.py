@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass
 
 from annotune.annotate.config import ConfigParam, FileConfig
+from annotune.annotate.grammar import parse_number
 from annotune.annotate.knobs.c_declarations import code_tokens, declaration_kind, initializer_tokens
 from annotune.annotate.knobs.clause_knobs import add_clause_knob
 from annotune.annotate.knobs.launch_knobs import add_launch_knob
@@ -48,7 +49,7 @@ def add_config(collector: Collector, config: FileConfig) -> None:
             )
         else:
             fixed = None
-        default = _config_default(collector, spec, define, fixed)
+        default = _config_default(collector, spec, define, fixed, command_value(config, spec.name))
         if fixed is None:  # a fixed definition's value was checked against the domain there
             check_default(spec.name, spec.domain, default, spec.default_location or spec.location)
             if define is None and not _mentioned(collector, spec.name):
@@ -92,8 +93,32 @@ class _Fixed:
     more_spans: tuple[TextSpan, ...] = ()  # other declarations with the same initial value
 
 
+def command_value(config: FileConfig, name: str) -> tuple[Number, str] | None:
+    """The value the compile command's own `-D` gives `name` (the last `-D` or `-U` of it
+    decides; a bare `-DNAME` is 1) and the flag, or None when it sets none. AnnotuneError
+    when it sets one that is no number."""
+    for define in config.defines:
+        macro, equals, value = define.partition("=")
+        if macro != name:
+            continue
+        text = value.strip() if equals else "1"
+        try:
+            return parse_number(text), f"-D{define}"
+        except ValueError:
+            raise AnnotuneError(
+                f"the compile command sets {name} with -D{define}, which is no number: the "
+                f"default the program has is unknown",
+                hint=f"give -D{name} a number, or leave it to annotune",
+            ) from None
+    return None
+
+
 def _config_default(
-    collector: Collector, spec: ConfigParam, define: Define | None, fixed: _Fixed | None
+    collector: Collector,
+    spec: ConfigParam,
+    define: Define | None,
+    fixed: _Fixed | None,
+    command: tuple[Number, str] | None = None,
 ) -> Number:
     """A config parameter's default: the value the compiler sees when annotune passes nothing.
 
@@ -103,6 +128,17 @@ def _config_default(
     builds, so it is an error. A guarded or absent definition takes the config's default,
     since `-D` reaches it.
     """
+    if fixed is None and command is not None:  # a guarded or absent #define: -D reaches it
+        value, flag = command
+        if spec.default is not None and spec.default != value:
+            raise AnnotuneError(
+                f"the config's default of {spec.name} is {c_literal(spec.default)}, but the "
+                f"compile command sets {flag}: every build of the program has "
+                f"{c_literal(value)}",
+                spec.default_location or spec.location,
+                hint=f"drop `default`, or {flag} from the compile command",
+            )
+        return value
     if fixed is None:
         if spec.default is not None:
             return spec.default

@@ -11,7 +11,7 @@ from annotune.annotate.knobs.state import Collector, check_default
 from annotune.annotate.macros import Define, define_value, function_like
 from annotune.annotate.problem import TunableParam
 from annotune.annotate.source import Directive, ParsedSource, SourceFile, TextSpan, Token
-from annotune.core.diagnostics import AnnotuneError
+from annotune.core.diagnostics import AnnotuneError, Location
 from annotune.core.records import Number
 
 _CONDITIONALS = {"if", "ifdef", "ifndef"}
@@ -37,9 +37,13 @@ def scan_file(collector: Collector, source: SourceFile, visited: set[str]) -> No
             header = collector.parsed.includes.get((source.path, line))
             if header is not None and header not in visited:
                 scan_file(collector, collector.parsed.file(header), visited)
+        elif name == "undef" and directive.words and source.is_active(directive.hash_token.start):
+            _forget(collector, directive.words[0].text, source.location(directive.words[0].start))
         elif name == "define":
             define = _define(source, directive, open_conditions)
             if define is not None:
+                if define.active and collector.undefined.pop(define.name, None) is not None:
+                    collector.defines.pop(define.name, None)  # redefined after an #undef
                 _remember(collector, define)
                 annotations = _annotations(source, directive, consumed)
                 if annotations and define.active:
@@ -67,6 +71,13 @@ def _remember(collector: Collector, define: Define) -> None:
     known = collector.defines.get(define.name)
     if known is None or (define.active and not known.active):
         collector.defines[define.name] = define
+
+
+def _forget(collector: Collector, name: str, location: Location) -> None:
+    """An `#undef` the preprocessor keeps: a definition after it is the knob's
+    (`#define B 4 / #undef B / #define B 8` is 8, as the compiler's read-back judges a macro by
+    its last definition); with none after it (a hygienic header's), the one before stays."""
+    collector.undefined[name] = location
 
 
 def _condition(directive: Directive) -> tuple[str, str]:

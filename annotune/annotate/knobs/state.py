@@ -26,6 +26,7 @@ class Collector:
         default_factory=list
     )  # the pragma's file, where its body starts, the body, what it says
     program_args: list[str] | None = None
+    undefined: dict[str, Location] = field(default_factory=dict)  # last kept #undef, none after
 
     def add(self, param: TunableParam) -> None:
         first = self.params.get(param.name)
