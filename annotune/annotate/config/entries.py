@@ -40,7 +40,9 @@ _FILE_KEYS = {
     "warmup",
     "kernel",
 }
-_PARAM_KEYS = {"domain", "default", "clause", "launch", "arg", "dim3", "line", "function"}
+_PARAM_KEYS = {
+    *("domain", "default", "clause", "launch", "arg", "dim3", "line", "function", "independent")
+}
 _LAUNCH_ARGS = ("grid", "block", "shared")
 _KERNEL_KEYS = {"name", *CLAUSES}
 
@@ -187,7 +189,19 @@ def _config_param(
         raise AnnotuneError(error.message, domain_at.shifted(error.offset)) from None
     default_at = where.value((*at, "default")) if default is not None else None
     clause = _clause_place(spec, where, at, base) if isinstance(spec, dict) else None
-    return ConfigParam(name, domain, default, location, default_at, clause)
+    independent = spec.get("independent", False) if isinstance(spec, dict) else False
+    if not isinstance(independent, bool):
+        raise AnnotuneError(
+            f"independent must be true or false, not {independent!r}",
+            where.value((*at, "independent")),
+        )
+    if independent and (clause is None or clause.kind == "clause"):
+        raise AnnotuneError(
+            "'independent' says a launch's or dim3's number stands alone: it goes with "
+            "'launch' or 'dim3'",
+            where.key((*at, "independent")),
+        )
+    return ConfigParam(name, domain, default, location, default_at, clause, independent)
 
 
 def _clause_place(spec: dict, where: Positions, at: tuple, base: Path) -> ClausePlace | None:

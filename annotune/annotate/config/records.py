@@ -51,6 +51,7 @@ class ConfigParam:
     location: Location  # the parameter's key
     default_location: Location | None = None  # where `default = ...` is written
     clause: ClausePlace | None = None  # a pragma clause's literal, for code not to be edited
+    independent: bool = False  # the user's word that no other number repeats the literal's
 
 
 @dataclass(frozen=True)

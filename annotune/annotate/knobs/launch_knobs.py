@@ -73,7 +73,7 @@ def add_launch_knob(collector: Collector, spec: ConfigParam, place: ClausePlace)
         )
     default = parse_number(found[0][1].text)
     own = {(source.path, token.start) for source, token in found}
-    couplings = _couplings(collector, place, sites, default, own)
+    couplings = () if spec.independent else _couplings(collector, place, sites, default, own)
     add_literal_knob(collector, spec, place, found, couplings)
 
 

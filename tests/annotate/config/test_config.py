@@ -126,7 +126,7 @@ def test_invalid_toml_is_located(tmp_path):
             '[[file]]\npath = "k.cu"\n[file.params.X]\ndomain = "bool"\nfrobnicate = 1\n',
             (5, 1),
             "unknown key 'frobnicate' in parameter X (expected: arg, clause, default, dim3, "
-            "domain, function, launch, line)",
+            "domain, function, independent, launch, line)",
         ),
     ],
 )
