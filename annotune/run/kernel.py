@@ -182,6 +182,10 @@ class KernelRunner:
     (argument, type, length) and reused for every configuration; so are their device copies,
     until `release()` or a context reset. With a `meter`, each "ok" configuration's energy per
     launch is measured too, in `energy_batches` batches (see the module docstring).
+
+    `reference` is what outputs are checked against (None: they are not checked); `outputs`,
+    after each `measure`, the configuration's outputs when it was "ok", else None: the caller
+    keeps the default configuration's and makes them the `reference`.
     """
 
     def __init__(
@@ -216,6 +220,8 @@ class KernelRunner:
         self.monitor = monitor  # NVML: the GPU's conditions right after the timed launches
         self.meter = meter
         self.energy_batches = energy_batches
+        self.reference: KernelReference | None = None
+        self.outputs: KernelReference | None = None
         self._inputs: dict[tuple[int, str, int], np.ndarray] = {}
         self._constants: dict[tuple, np.ndarray] = {}  # `constant_array`'s, by their key
         self._slots: dict[int, _Slot] = {}  # by argument position
@@ -245,17 +251,11 @@ class KernelRunner:
             }
         return data
 
-    def measure(
-        self,
-        build: BuildResult,
-        reference: KernelReference | None = None,
-        stop_above: float | None = None,
-    ) -> tuple[Measurement, KernelReference | None]:
+    def measure(self, build: BuildResult, stop_above: float | None = None) -> Measurement:
         """Measure one built configuration; its failures are statuses, not exceptions.
 
-        Returns the measurement and, when it is "ok", this configuration's outputs: the caller
-        keeps those of the default configuration and passes them as `reference` from then on.
-        Without a reference, outputs are not checked. A configuration whose fastest launch is
+        Its outputs are checked against `reference` when there is one, and kept in `outputs`
+        when it is "ok" (None otherwise). A configuration whose fastest launch is
         slower than `stop_above` ms gets only the minimum number of timed launches. Raises
         AnnotuneError when a fault leaves the GPU unusable, since no later configuration could
         be measured either, and when the kernel writes an array the pragma declares `in`.
@@ -266,13 +266,14 @@ class KernelRunner:
         """
         started = time.perf_counter()
         spent = _Spent()
-        measurement, outputs = self._measure(build, reference, stop_above, spent)
+        self.outputs = None
+        measurement, self.outputs = self._measure(build, self.reference, stop_above, spent)
         wall = time.perf_counter() - started
         seconds = {"wall": wall, "setup": wall - spent.timed - spent.energy, "gpu": spent.gpu}
         if self.meter is not None:
             seconds["energy"] = spent.energy
         info = {**measurement.compile_info, "run_seconds": seconds}
-        return replace(measurement, compile_info=info), outputs
+        return replace(measurement, compile_info=info)
 
     def _measure(
         self,
