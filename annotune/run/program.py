@@ -206,6 +206,7 @@ class ProgramRunner:
         self.spec = spec
         self.monitor = monitor
         self.meter = meter
+        self.reference: float | None = None  # the baseline's check value; None: not checked
         self._regex = re.compile(spec.time_regex, re.MULTILINE) if spec.time_regex else None
 
     def to_json(self) -> dict:
@@ -215,15 +216,11 @@ class ProgramRunner:
             return self.spec.to_json()
         return {**self.spec.to_json(), "energy": self.meter.to_json()}
 
-    def measure(
-        self,
-        build: BuildResult,
-        reference_check: float | None = None,
-        stop_above: float | None = None,
-    ) -> Measurement:
+    def measure(self, build: BuildResult, stop_above: float | None = None) -> Measurement:
         """Run `build` (warm-up, then timed runs until `RunSpec.sampling` has enough) into one
         Measurement; failures are statuses. A configuration whose fastest run is slower than
-        `stop_above` ms gets only the minimum number of runs.
+        `stop_above` ms gets only the minimum number of runs. A run's `annotune-check:` value
+        must match `reference` (when set) within the spec's `check_tolerance`.
 
         `compile_info["run_seconds"]` says where the call's time went: `wall` (all of it), `gpu`
         (the timed runs' reported times, summed) and `setup` (the rest: process start-up and
@@ -232,7 +229,7 @@ class ProgramRunner:
         """
         started = time.perf_counter()
         times: list[float] = []
-        measurement = self._measure(build, reference_check, stop_above, times)
+        measurement = self._measure(build, self.reference, stop_above, times)
         wall = time.perf_counter() - started
         gpu = sum(times) / 1e3
         seconds = {"wall": wall, "setup": max(0.0, wall - gpu), "gpu": gpu}

@@ -9,10 +9,11 @@ import os
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from annotune.core.records import BuildResult, Measurement
 from annotune.core.tools import run_tool
+from annotune.run.protocol import Measurer
 from annotune.session.replay_device import ReplayMeasurer, ReplayTable
 
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ class DeviceActor:
     def __init__(self, recipe: DeviceRecipe):
         self.resources = ExitStack()
         if recipe.table is not None:
-            self.measurer: Any = ReplayMeasurer(recipe.table, recipe.delay)
+            self.measurer: Measurer = ReplayMeasurer(recipe.table, recipe.delay)
             self.info = DeviceInfo(recipe.table.device, self.measurer.to_json())
             return
         from annotune.session.measurers import open_measurer  # a GPU's: not for replay
@@ -78,7 +79,7 @@ class DeviceActor:
     def describe(self) -> DeviceInfo:
         return self.info
 
-    def measure(self, build: BuildResult, stop_above: float | None) -> Measurement:
+    def measure(self, build: BuildResult, stop_above: float | None = None) -> Measurement:
         return self.measurer.measure(build, stop_above)
 
     def sample(self, build: BuildResult) -> Measurement:

@@ -13,12 +13,14 @@ from pathlib import Path
 from annotune.annotate import Problem
 from annotune.annotate.kernels import KernelSpec, LaunchError
 from annotune.annotate.problem import chosen_kernel
+from annotune.builder import CompilerCommand
 from annotune.core.records import BuildResult, Measurement, Number
 from annotune.run import energy
 from annotune.run.backends import select_backend
 from annotune.run.conditions import open_monitor
-from annotune.run.kernel import KernelReference, KernelRunner, fill_notes
+from annotune.run.kernel import KernelRunner, fill_notes
 from annotune.run.program import ProgramRunner, RunSpec
+from annotune.run.protocol import Measurer
 from annotune.run.sampling import Sampling
 from annotune.session.options import MeasureSettings, kernel_mode
 
@@ -26,7 +28,9 @@ RECHECK_SAMPLES = 5
 """Kernel mode: timed launches per round of the final check (a launch is microseconds)."""
 
 
-def open_measurer(problem: Problem, settings: MeasureSettings, resources: ExitStack):
+def open_measurer(
+    problem: Problem, settings: MeasureSettings, resources: ExitStack
+) -> tuple[Measurer, CompilerCommand | None, tuple[int, int] | None]:
     """The runner for this problem, the compile command it needs, and in kernel mode the
     architecture the builder compiles cubins for (with NVRTC, unless the user named a compile
     command)."""
@@ -108,7 +112,6 @@ class _ProgramMeasurer:
         self.once = once  # one timed run: a round of the final check
         self.check = check
         self.warnings: tuple[str, ...] = warnings
-        self.reference: float | None = None
 
     def to_json(self) -> dict:
         return {**self.runner.to_json(), "check": self.check}
@@ -128,14 +131,14 @@ class _ProgramMeasurer:
         return run_key(self.runner.spec, params)
 
     def measure(self, build: BuildResult, stop_above: float | None = None) -> Measurement:
-        return self.runner.measure(build, self.reference, stop_above)
+        return self.runner.measure(build, stop_above)
 
     def sample(self, build: BuildResult) -> Measurement:
-        return self.once.measure(build, self.reference)
+        return self.once.measure(build)
 
     def adopt_baseline(self, measurement: Measurement, rebuild: Callable[[], BuildResult]) -> None:
         if self.check and measurement.status == "ok":
-            self.reference = measurement.compile_info.get("check")
+            self.runner.reference = self.once.reference = measurement.compile_info.get("check")
 
 
 class _KernelMeasurer:
@@ -146,8 +149,6 @@ class _KernelMeasurer:
         self.once = once  # a few timed launches: a round of the final check
         self.check = check
         self.warnings: tuple[str, ...] = warnings
-        self.reference: KernelReference | None = None
-        self._last: KernelReference | None = None
 
     def to_json(self) -> dict:
         return {**self.runner.to_json(), "check": self.check}
@@ -165,16 +166,16 @@ class _KernelMeasurer:
         return run_key(self.runner.spec, params)
 
     def measure(self, build: BuildResult, stop_above: float | None = None) -> Measurement:
-        measurement, self._last = self.runner.measure(build, self.reference, stop_above)
-        return measurement
+        return self.runner.measure(build, stop_above)
 
     def sample(self, build: BuildResult) -> Measurement:
-        return self.once.measure(build, self.reference)[0]
+        return self.once.measure(build)
 
     def adopt_baseline(self, measurement: Measurement, rebuild: Callable[[], BuildResult]) -> None:
         """Outputs are not stored: when the baseline was reused, run it once more for them."""
         if not self.check or measurement.status != "ok":
             return
-        if self._last is None:
-            _, self._last = self.runner.measure(rebuild(), None)
-        self.reference = self._last
+        if self.runner.outputs is None:  # the last measurement's: the baseline's, unless reused
+            self.runner.reference = None
+            self.runner.measure(rebuild())
+        self.runner.reference = self.once.reference = self.runner.outputs

@@ -11,13 +11,13 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import closing
 from dataclasses import replace
-from typing import Any
 
 import numpy as np
 
 from annotune.builder import Builder
 from annotune.core.records import BuildResult, Measurement, Number, Result
 from annotune.results.database import config_key
+from annotune.run.protocol import Measurer
 from annotune.session.plan import rows_of
 from annotune.session.replay_device import ReplayBuilder
 from annotune.session.report import Drift, Stopwatch
@@ -80,7 +80,7 @@ class Measuring:
         space: Space,
         legal: np.ndarray,
         builder: Builder | ReplayBuilder,
-        measurer: Any,  # a measurer of `annotune.session.measurers`, a replay one, or a proxy
+        measurer: Measurer,  # a measurer of `annotune.session.measurers`, a replay one, or a proxy
         store: Store,
         stopwatch: Stopwatch,
         *,

@@ -12,7 +12,6 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from threading import Event
-from typing import Any
 
 import numpy as np
 
@@ -24,6 +23,7 @@ from annotune.results.database import Database, Study, StudyKey
 from annotune.results.storage import Storage
 from annotune.results.workspace import workspace
 from annotune.run.device import current_device_name
+from annotune.run.protocol import Measurer
 from annotune.search import TRANSFER_STRATEGIES, Strategy, create
 from annotune.session.concurrent import DevicePool
 from annotune.session.learning import LiveTransfer
@@ -46,7 +46,7 @@ class Devices:
     `stop`, once set, interrupts the tune as Ctrl-C does (a tune in another thread)."""
 
     name: str
-    measurer: Any  # a measurer of `annotune.session.measurers`, a ReplayMeasurer or a proxy
+    measurer: Measurer  # a measurer of `annotune.session.measurers`, a ReplayMeasurer or a proxy
     compiler: CompilerCommand | None = None
     nvrtc_arch: tuple[int, int] | None = None
     pool: DevicePool | None = None
@@ -137,7 +137,7 @@ class Instruments:
     """What measures: the measurer, the builder (a replay table's when nothing is compiled),
     and the study in the results database, with the failures to measure again."""
 
-    measurer: Any
+    measurer: Measurer
     builder: Builder | ReplayBuilder
     db: Storage
     key: StudyKey

@@ -120,7 +120,8 @@ def test_each_instance_runs_on_the_gpu_and_sums_its_blocks(problem, tmp_path):
         by_nvcc = nvcc.build([{"BLOCK": 512}])
         for build in [*by_nvrtc, *by_nvcc]:  # each its own reference: the sums differ
             assert build.ok, build.error
-            measured, out = runner.measure(build)
+            measured = runner.measure(build)
+            out = runner.outputs
             assert measured.status == "ok", measured.error
             data = runner.input_array(0, spec.launch(build.params).args[0])
             sums = data.reshape(-1, build.params["BLOCK"]).sum(axis=1)

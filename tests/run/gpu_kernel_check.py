@@ -98,7 +98,9 @@ def check_backend(name: str, repeats: int, checks: Checks, outputs: dict) -> boo
         runner = KernelRunner(specs["jacobi_step"], backend, sampling=sampling)
         reference = None
         for params in SHAPES:
-            measured, mine = runner.measure(compile_cubin(directory, backend, params), reference)
+            runner.reference = reference
+            measured = runner.measure(compile_cubin(directory, backend, params))
+            mine = runner.outputs
             time_text = (
                 f"{measured.time:.4f} ms, 95% interval {measured.interval}, "
                 f"{len(measured.times)} launches, L2 flush {measured.compile_info.get('l2_flush')}"
@@ -115,16 +117,17 @@ def check_backend(name: str, repeats: int, checks: Checks, outputs: dict) -> boo
                 error = float(np.max(np.abs(mine.outputs["out"] - expected)))
                 checks.expect(error <= 1e-6, f"jacobi output matches numpy (max error {error:.2g})")
                 outputs[name] = mine.outputs["out"]
-        measured, _ = runner.measure(compile_cubin(directory, backend, TOO_BIG), reference)
+        measured = runner.measure(compile_cubin(directory, backend, TOO_BIG))
         checks.expect(
             measured.status == "runtime_error",
             f"2048 threads per block: {measured.status} ({measured.error})",
         )
-        again, _ = runner.measure(compile_cubin(directory, backend, DEFAULT), reference)
+        again = runner.measure(compile_cubin(directory, backend, DEFAULT))
         checks.expect(again.status == "ok", f"the device still works after that: {again.status}")
 
         axpy = KernelRunner(specs["axpy"], backend, sampling=sampling)
-        measured, mine = axpy.measure(compile_cubin(directory, backend, DEFAULT))
+        measured = axpy.measure(compile_cubin(directory, backend, DEFAULT))
+        mine = axpy.outputs
         checks.expect(
             measured.status == "ok", f"axpy: {measured.status} {measured.time or measured.error}"
         )
@@ -133,7 +136,9 @@ def check_backend(name: str, repeats: int, checks: Checks, outputs: dict) -> boo
             x, y = axpy.input_array(2, launch.args[2]), axpy.input_array(3, launch.args[3])
             ok = np.allclose(mine.outputs["y"], y + np.float32(0.5) * x, rtol=1e-12, atol=0)
             checks.expect(ok, "axpy (size_t, float, const double *, double *) matches numpy")
-            again, same = axpy.measure(compile_cubin(directory, backend, DEFAULT), mine)
+            axpy.reference = mine
+            again = axpy.measure(compile_cubin(directory, backend, DEFAULT))
+            same = axpy.outputs
             checks.expect(
                 again.status == "ok" and np.array_equal(same.outputs["y"], mine.outputs["y"]),
                 f"axpy's inout array starts from its input again: {again.status}",
@@ -152,13 +157,14 @@ def check_throughput(
 ) -> None:
     """Configurations a minute, one block shape at a time, as the tuner measures them."""
     runner = KernelRunner(spec, backend, warmup=1, sampling=Sampling(min_runs=5, max_runs=5))
+    runner.reference = reference
     builds = [compile_cubin(directory, backend, params) for params in SHAPES]
     for build in builds:
         totals = {"wall": 0.0, "setup": 0.0, "gpu": 0.0}
         statuses = set()
         started = time.perf_counter()
         for _ in range(count):
-            measured, _ = runner.measure(build, reference)
+            measured = runner.measure(build)
             statuses.add(measured.status)
             for key, value in measured.compile_info["run_seconds"].items():
                 totals[key] += value

@@ -483,7 +483,7 @@ def test_energy_per_launch_from_batches_at_least_the_meters_window(jacobi, tmp_p
     backend = Backend(GpuClock())
     meter = Meter(backend)  # 200 W: 0.2 J in each 1 ms launch
     runner = KernelRunner(jacobi, backend, sampling=FIXED, meter=meter)
-    measured, _ = runner.measure(cubin(tmp_path))
+    measured = runner.measure(cubin(tmp_path))
     assert measured.status == "ok" and measured.time == 1.0
     assert measured.energy == pytest.approx(0.2) and len(measured.energies) == 3
     assert measured.compile_info["energy"] == {
@@ -502,7 +502,7 @@ def test_a_batch_too_short_to_measure_is_made_longer(jacobi, tmp_path):
     backend = Backend(GpuClock(), per_launch=0.5e-3)  # faster back to back than timed
     meter = Meter(backend, tick=0.08)  # a coarse counter: nothing seen under 80 ms
     runner = KernelRunner(jacobi, backend, sampling=FIXED, meter=meter, energy_batches=2)
-    measured, _ = runner.measure(cubin(tmp_path))
+    measured = runner.measure(cubin(tmp_path))
     # 50 launches: 25 ms, too short; 100 launches: 50 ms, no energy seen; 200: 100 ms.
     assert meter.windows == pytest.approx([0.025, 0.05, 0.1, 0.025, 0.05, 0.1])
     assert measured.compile_info["energy"]["launches"] == [200, 200]
@@ -512,7 +512,7 @@ def test_a_batch_too_short_to_measure_is_made_longer(jacobi, tmp_path):
 def test_energy_never_seen_is_no_energy_and_says_why(jacobi, tmp_path):
     backend = Backend(GpuClock())
     runner = KernelRunner(jacobi, backend, sampling=FIXED, meter=Meter(backend, tick=math.inf))
-    measured, _ = runner.measure(cubin(tmp_path))
+    measured = runner.measure(cubin(tmp_path))
     assert measured.status == "ok" and measured.time == 1.0  # the time stands
     assert measured.energy is None and measured.energies == ()
     error = measured.compile_info["energy"]["error"]
@@ -521,14 +521,14 @@ def test_energy_never_seen_is_no_energy_and_says_why(jacobi, tmp_path):
     assert objective_value(measured, "time") == 1.0
     failing = Meter(backend, fail="NVML's energy counter could not be read: GPU is lost")
     runner = KernelRunner(jacobi, backend, sampling=FIXED, meter=failing)
-    measured, _ = runner.measure(cubin(tmp_path))
+    measured = runner.measure(cubin(tmp_path))
     assert measured.energy is None and "GPU is lost" in measured.compile_info["energy"]["error"]
 
 
 def test_failed_configurations_get_no_energy_batches(jacobi, tmp_path):
     backend = Backend(GpuClock())
     runner = KernelRunner(jacobi, backend, meter=Meter(backend))
-    measured, _ = runner.measure(BuildResult(dict(DEFAULT), None, error="compile failed"))
+    measured = runner.measure(BuildResult(dict(DEFAULT), None, error="compile failed"))
     assert measured.status == "compile_error" and backend.launches == 0
     assert "energy" not in measured.compile_info
 
@@ -612,7 +612,7 @@ def test_a_kernels_energy_through_nvml_on_the_gpu(jacobi, tmp_path):
     subprocess.run(argv, check=True, capture_output=True)
     with backend:
         runner = KernelRunner(jacobi, backend, sampling=FIXED, meter=meter, energy_batches=2)
-        measured, _ = runner.measure(BuildResult(dict(DEFAULT), Path(argv[-1])))
+        measured = runner.measure(BuildResult(dict(DEFAULT), Path(argv[-1])))
     meter.close()
     assert measured.status == "ok", measured.error
     info = measured.compile_info["energy"]

@@ -256,7 +256,8 @@ def build(tmp_path: Path, params: dict, behaviour: str = "ok") -> BuildResult:
 def test_default_gives_the_reference_and_others_are_checked_against_it(specs, tmp_path):
     backend = FakeBackend(times=(5.0, 1.0, 3.0, 2.0, 4.0))
     runner = KernelRunner(specs["jacobi_step"], backend, warmup=2, sampling=fixed(5))
-    default, reference = runner.measure(build(tmp_path, DEFAULT))
+    default = runner.measure(build(tmp_path, DEFAULT))
+    reference = runner.outputs
     assert default.status == "ok" and default.time == 3.0
     assert default.times == (5.0, 1.0, 3.0, 2.0, 4.0)
     assert backend.launches == 1 + 2 + 5 and backend.timed == 5  # check, warm-up, timed
@@ -271,7 +272,9 @@ def test_default_gives_the_reference_and_others_are_checked_against_it(specs, tm
     assert default.compile_info["backend"] == "fake"
 
     other = {"BLOCK_X": 64, "BLOCK_Y": 8}
-    measured, mine = runner.measure(build(tmp_path, other), reference)
+    runner.reference = reference
+    measured = runner.measure(build(tmp_path, other))
+    mine = runner.outputs
     assert measured.status == "ok" and measured.params == other
     assert mine is not None and mine.params == other
     assert len(backend.uploads) == 1  # the same inputs every time, uploaded once
@@ -283,13 +286,13 @@ def test_default_gives_the_reference_and_others_are_checked_against_it(specs, tm
 
 def test_timed_until_the_median_is_stable(specs, tmp_path):
     steady = FakeBackend(times=(2.0, 2.01))
-    measured, _ = KernelRunner(specs["jacobi_step"], steady).measure(build(tmp_path, DEFAULT))
+    measured = KernelRunner(specs["jacobi_step"], steady).measure(build(tmp_path, DEFAULT))
     assert len(measured.times) == 6 and measured.interval == (2.0, 2.01)
     noisy = FakeBackend(times=(1.0, 2.0))
     rule = Sampling(min_runs=3, max_runs=40)
     runner = KernelRunner(specs["jacobi_step"], noisy, sampling=rule)
-    assert len(runner.measure(build(tmp_path, DEFAULT))[0].times) == 40
-    assert len(runner.measure(build(tmp_path, DEFAULT), stop_above=0.5)[0].times) == 3
+    assert len(runner.measure(build(tmp_path, DEFAULT)).times) == 40
+    assert len(runner.measure(build(tmp_path, DEFAULT), stop_above=0.5).times) == 3
 
 
 @pytest.mark.parametrize(("l2", "flush_l2", "flushed"), [
@@ -303,7 +306,7 @@ def test_l2_is_flushed_before_each_timed_launch_when_the_data_fit(
 ):
     backend = FakeBackend(l2=l2)
     runner = KernelRunner(specs["jacobi_step"], backend, sampling=fixed(4), flush_l2=flush_l2)
-    measured, _ = runner.measure(build(tmp_path, DEFAULT))
+    measured = runner.measure(build(tmp_path, DEFAULT))
     assert measured.compile_info["l2_flush"] is flushed
     assert backend.fills.count(2 * l2) == (4 if flushed else 0)
     assert len(backend.buffers) == 2 + flushed  # the flush buffer is kept too, once
@@ -320,78 +323,84 @@ def test_gpu_conditions_are_recorded_when_a_monitor_is_given(specs, tmp_path):
                     "throttled": ["thermal slowdown"]}  # fmt: skip
 
     runner = KernelRunner(specs["jacobi_step"], FakeBackend(), monitor=Monitor())
-    measured, _ = runner.measure(build(tmp_path, DEFAULT))
+    measured = runner.measure(build(tmp_path, DEFAULT))
     assert measured.compile_info["gpu"]["throttled"] == ["thermal slowdown"]
 
 
 def test_a_different_answer_is_wrong_output_with_the_largest_error(specs, tmp_path):
     runner = KernelRunner(specs["jacobi_step"], FakeBackend())
-    _, reference = runner.measure(build(tmp_path, DEFAULT))
-    measured, mine = runner.measure(build(tmp_path, DEFAULT, "wrong"), reference)
+    runner.measure(build(tmp_path, DEFAULT))
+    runner.reference = runner.outputs
+    measured = runner.measure(build(tmp_path, DEFAULT, "wrong"))
+    mine = runner.outputs
     assert measured.status == "wrong_output" and mine is None and measured.time is None
     assert "output 'out' differs from the default configuration's at 1 of 60000 elements" in (
         measured.error
     )
     assert "max error 0.001 at index 7" in measured.error
     # Without a reference (the default failed, say), nothing is checked.
-    assert runner.measure(build(tmp_path, DEFAULT, "wrong"))[0].status == "ok"
+    runner.reference = None
+    assert runner.measure(build(tmp_path, DEFAULT, "wrong")).status == "ok"
 
 
 def test_tolerances_decide_what_is_wrong(specs, tmp_path):
     loose = KernelRunner(specs["jacobi_step"], FakeBackend(), atol=1e-2)
-    _, reference = loose.measure(build(tmp_path, DEFAULT))
-    assert loose.measure(build(tmp_path, DEFAULT, "wrong"), reference)[0].status == "ok"
+    loose.measure(build(tmp_path, DEFAULT))
+    loose.reference = loose.outputs
+    assert loose.measure(build(tmp_path, DEFAULT, "wrong")).status == "ok"
 
 
 def test_a_launch_the_device_refuses_is_a_runtime_error(specs, tmp_path):
     backend = FakeBackend()
     runner = KernelRunner(specs["jacobi_step"], backend)
-    measured, mine = runner.measure(build(tmp_path, {"BLOCK_X": 128, "BLOCK_Y": 16}))
+    measured = runner.measure(build(tmp_path, {"BLOCK_X": 128, "BLOCK_Y": 16}))
+    mine = runner.outputs
     assert measured.status == "runtime_error" and mine is None
     assert "CUDA_ERROR_INVALID_VALUE" in measured.error
     assert backend.recoveries == 1 and not backend.loaded
-    assert runner.measure(build(tmp_path, DEFAULT))[0].status == "ok"
+    assert runner.measure(build(tmp_path, DEFAULT)).status == "ok"
     assert backend.allocations == 2 and len(backend.uploads) == 1  # no reset: all kept
 
 
 def test_a_fault_resets_the_device_and_tuning_goes_on(specs, tmp_path):
     backend = FakeBackend()
     runner = KernelRunner(specs["jacobi_step"], backend)
-    measured, _ = runner.measure(build(tmp_path, DEFAULT, "fault"))
+    measured = runner.measure(build(tmp_path, DEFAULT, "fault"))
     assert measured.status == "runtime_error" and "ILLEGAL_ADDRESS" in measured.error
     assert not backend.poisoned
-    assert runner.measure(build(tmp_path, DEFAULT))[0].status == "ok"
+    assert runner.measure(build(tmp_path, DEFAULT)).status == "ok"
 
 
 def test_a_hanging_kernel_is_a_timeout(specs, tmp_path):
     backend = FakeBackend()
     runner = KernelRunner(specs["jacobi_step"], backend, timeout=0.5)
-    measured, _ = runner.measure(build(tmp_path, DEFAULT, "hang"))
+    measured = runner.measure(build(tmp_path, DEFAULT, "hang"))
     assert measured.status == "timeout" and "0.5 s" in measured.error
-    assert runner.measure(build(tmp_path, DEFAULT))[0].status == "ok"
+    assert runner.measure(build(tmp_path, DEFAULT)).status == "ok"
 
 
 def test_compile_errors_and_uncomputable_launches(specs, tmp_path):
     runner = KernelRunner(specs["jacobi_step"], FakeBackend())
     failed = BuildResult(DEFAULT, None, error="compile failed: error: expected ';'")
-    measured, _ = runner.measure(failed)
+    measured = runner.measure(failed)
     assert measured.status == "compile_error" and "expected ';'" in measured.error
-    measured, _ = runner.measure(build(tmp_path, {"BLOCK_X": 0, "BLOCK_Y": 4}))
+    measured = runner.measure(build(tmp_path, {"BLOCK_X": 0, "BLOCK_Y": 4}))
     assert measured.status == "runtime_error" and "undefined" in measured.error
     missing = BuildResult(DEFAULT, tmp_path / "gone.cubin")
-    assert runner.measure(missing)[0].status == "runtime_error"
+    assert runner.measure(missing).status == "runtime_error"
 
 
 def test_a_symbol_missing_from_the_cubin_is_a_runtime_error(specs, tmp_path):
     runner = KernelRunner(specs["typed"], FakeBackend())
-    measured, _ = runner.measure(build(tmp_path, DEFAULT))
+    measured = runner.measure(build(tmp_path, DEFAULT))
     assert measured.status == "runtime_error" and "typed" in measured.error
 
 
 def test_inout_arrays_and_scalars_of_the_signatures_types(specs, tmp_path):
     backend = FakeBackend()
     runner = KernelRunner(specs["axpy"], backend, warmup=0, sampling=fixed(1))
-    measured, reference = runner.measure(build(tmp_path, DEFAULT))
+    measured = runner.measure(build(tmp_path, DEFAULT))
+    reference = runner.outputs
     assert measured.status == "ok"
     x, y = backend.uploads[0], backend.uploads[1]
     assert x.dtype == y.dtype == np.float64 and x.size == 10000
@@ -419,7 +428,9 @@ def test_integer_inputs_are_small_and_out_arrays_start_at_zero(tmp_path):
     )
     (spec,) = kernel_specs(parse_source(source), ("B",))
     backend = FakeBackend()
-    measured, reference = KernelRunner(spec, backend).measure(build(tmp_path, {"B": 1}))
+    runner = KernelRunner(spec, backend)
+    measured = runner.measure(build(tmp_path, {"B": 1}))
+    reference = runner.outputs
     assert measured.status == "ok"
     inputs, both = backend.uploads  # `out` arrays are zeroed on the device, not uploaded
     assert inputs.dtype == np.int32 and inputs.min() >= 0 and inputs.max() < 100
@@ -451,11 +462,12 @@ def test_buffers_are_allocated_and_inputs_uploaded_once_per_size(sized, tmp_path
     backend = FakeBackend()
     runner = KernelRunner(sized["axpy"], backend, warmup=0, sampling=fixed(2), flush_l2=False)
     for block in (32, 64, 128):
-        assert runner.measure(build(tmp_path, {"B": block, "S": 100}))[0].status == "ok"
+        assert runner.measure(build(tmp_path, {"B": block, "S": 100})).status == "ok"
     assert backend.allocations == 3  # x, y and y's pristine copy
     assert [u.size for u in backend.uploads] == [100, 100]  # x and y, once
     # Another length gets buffers of its size; the old ones are freed, not kept beside them.
-    measured, out = runner.measure(build(tmp_path, {"B": 32, "S": 300}))
+    measured = runner.measure(build(tmp_path, {"B": 32, "S": 300}))
+    out = runner.outputs
     assert measured.status == "ok" and out.outputs["y"].size == 300
     assert backend.allocations == 6 and len(backend.buffers) == 3
     assert [u.size for u in backend.uploads] == [100, 100, 300, 300]
@@ -471,9 +483,11 @@ def test_inout_arrays_start_from_their_input_every_configuration(sized, tmp_path
     launch = sized["axpy"].launch({"B": 32, "S": 50})
     x, y = runner.input_array(2, launch.args[2]), runner.input_array(3, launch.args[3])
     expected = y + np.float32(0.5) * x
-    measured, reference = runner.measure(build(tmp_path, {"B": 32, "S": 50}))
+    runner.measure(build(tmp_path, {"B": 32, "S": 50}))
+    runner.reference = runner.outputs
     for block in (64, 128, 256):
-        measured, out = runner.measure(build(tmp_path, {"B": block, "S": 50}), reference)
+        measured = runner.measure(build(tmp_path, {"B": block, "S": 50}))
+        out = runner.outputs
         assert measured.status == "ok", measured.error
         np.testing.assert_array_equal(out.outputs["y"], expected)
     assert backend.copies == 4 and len(backend.uploads) == 2
@@ -482,9 +496,11 @@ def test_inout_arrays_start_from_their_input_every_configuration(sized, tmp_path
 def test_out_arrays_are_zeroed_before_every_checked_launch(sized, tmp_path):
     backend = FakeBackend()
     runner = KernelRunner(sized["bump"], backend, warmup=2, sampling=fixed(3), flush_l2=False)
-    _, reference = runner.measure(build(tmp_path, {"B": 1, "S": 1}))
+    runner.measure(build(tmp_path, {"B": 1, "S": 1}))
+    runner.reference = runner.outputs
     for block in (2, 4):
-        measured, out = runner.measure(build(tmp_path, {"B": block, "S": 1}), reference)
+        measured = runner.measure(build(tmp_path, {"B": block, "S": 1}))
+        out = runner.outputs
         assert measured.status == "ok", measured.error  # not 1 + 2 + 3 from the last one
         np.testing.assert_array_equal(out.outputs["o"], np.ones(10, np.uint8))
     assert backend.fills == [10, 10, 10] and not backend.uploads
@@ -506,33 +522,35 @@ def test_inputs_are_checked_for_writes_once(specs, tmp_path):
     original = backend.download
     downloads = []
     backend.download = lambda buffer, array: (downloads.append(array.size), original(buffer, array))
-    _, reference = runner.measure(build(tmp_path, DEFAULT))
-    runner.measure(build(tmp_path, {"BLOCK_X": 16, "BLOCK_Y": 8}), reference)
+    runner.measure(build(tmp_path, DEFAULT))
+    runner.reference = runner.outputs
+    runner.measure(build(tmp_path, {"BLOCK_X": 16, "BLOCK_Y": 8}))
     assert downloads == [60000, 60000, 60000]  # out, in (the first time only), out
 
 
 def test_inputs_an_earlier_configuration_overwrote_are_uploaded_again(specs, tmp_path):
     backend = FakeBackend()
     runner = KernelRunner(specs["jacobi_step"], backend, warmup=0, sampling=fixed(2))
-    _, reference = runner.measure(build(tmp_path, DEFAULT))
-    clobbered = runner.measure(build(tmp_path, {"BLOCK_X": 16, "BLOCK_Y": 8}, "clobber"), reference)
-    assert clobbered[0].status == "ok"  # its own output was right
-    measured, _ = runner.measure(build(tmp_path, {"BLOCK_X": 64, "BLOCK_Y": 2}), reference)
+    runner.measure(build(tmp_path, DEFAULT))
+    runner.reference = runner.outputs
+    clobbered = runner.measure(build(tmp_path, {"BLOCK_X": 16, "BLOCK_Y": 8}, "clobber"))
+    assert clobbered.status == "ok"  # its own output was right
+    measured = runner.measure(build(tmp_path, {"BLOCK_X": 64, "BLOCK_Y": 2}))
     assert measured.status == "ok", measured.error  # judged again on fresh inputs
     assert len(backend.uploads) == 2
-    wrong, _ = runner.measure(build(tmp_path, DEFAULT, "wrong"), reference)
+    wrong = runner.measure(build(tmp_path, DEFAULT, "wrong"))
     assert wrong.status == "wrong_output" and len(backend.uploads) == 2  # inputs intact: kept
 
 
 def test_after_a_fault_the_kept_buffers_are_dropped_and_uploaded_again(specs, tmp_path):
     backend = FakeBackend()
     runner = KernelRunner(specs["jacobi_step"], backend, sampling=fixed(2))
-    _, reference = runner.measure(build(tmp_path, DEFAULT))
-    assert runner.measure(build(tmp_path, DEFAULT, "fault"), reference)[0].status == (
-        "runtime_error"
-    )
+    runner.measure(build(tmp_path, DEFAULT))
+    reference = runner.reference = runner.outputs
+    assert runner.measure(build(tmp_path, DEFAULT, "fault")).status == "runtime_error"
     assert not backend.buffers  # the reset took them
-    measured, out = runner.measure(build(tmp_path, {"BLOCK_X": 16, "BLOCK_Y": 8}), reference)
+    measured = runner.measure(build(tmp_path, {"BLOCK_X": 16, "BLOCK_Y": 8}))
+    out = runner.outputs
     assert measured.status == "ok", measured.error  # the fake refuses any stale buffer
     np.testing.assert_array_equal(out.outputs["out"], reference.outputs["out"])
     assert len(backend.uploads) == 2 and len(backend.buffers) == 2
@@ -561,7 +579,7 @@ def one_at_a_time(rule: Sampling, sequence: list[float], stop_above=None) -> int
 def test_batched_timing_keeps_what_the_rule_keeps_one_at_a_time(specs, tmp_path, sequence, rule):
     backend = FakeBackend(times=sequence)
     runner = KernelRunner(specs["jacobi_step"], backend, sampling=rule)
-    measured, _ = runner.measure(build(tmp_path, DEFAULT))
+    measured = runner.measure(build(tmp_path, DEFAULT))
     repeated = (sequence * rule.max_runs)[: rule.max_runs]
     kept = one_at_a_time(rule, repeated)
     assert measured.times == tuple(repeated[:kept])
@@ -574,7 +592,7 @@ def test_batched_timing_keeps_what_the_rule_keeps_one_at_a_time(specs, tmp_path,
 def test_a_clearly_slow_configuration_gets_one_batch(specs, tmp_path):
     backend = FakeBackend(times=(1.0, 2.0))
     runner = KernelRunner(specs["jacobi_step"], backend, sampling=Sampling(min_runs=4))
-    measured, _ = runner.measure(build(tmp_path, DEFAULT), stop_above=0.5)
+    measured = runner.measure(build(tmp_path, DEFAULT), stop_above=0.5)
     assert len(measured.times) == 4 and backend.batches == [4]
 
 
@@ -589,7 +607,7 @@ class SlowBatches(FakeBackend):
 def test_each_measurement_says_where_its_time_went(specs, tmp_path):
     backend = SlowBatches(times=(1.0,))
     runner = KernelRunner(specs["jacobi_step"], backend, sampling=fixed(5))
-    measured, _ = runner.measure(build(tmp_path, DEFAULT))
+    measured = runner.measure(build(tmp_path, DEFAULT))
     seconds = measured.compile_info["run_seconds"]
     assert set(seconds) == {"wall", "setup", "gpu"}
     assert seconds["gpu"] == pytest.approx(5 * 1e-3)  # five launches' event times
@@ -600,7 +618,7 @@ def test_each_measurement_says_where_its_time_went(specs, tmp_path):
         build(tmp_path, {"BLOCK_X": 128, "BLOCK_Y": 16}),
         build(tmp_path, DEFAULT, "fault"),
     ):
-        measured, _ = runner.measure(failed)
+        measured = runner.measure(failed)
         seconds = measured.compile_info["run_seconds"]
         assert measured.status != "ok" and seconds["gpu"] == 0
         assert 0 <= seconds["setup"] == seconds["wall"]
@@ -643,7 +661,7 @@ def test_constants_are_filled_in_each_loaded_module_before_its_first_launch(tmp_
     assert [c.name for c in constants] == ["offsets", "table"]  # `ready` is initialised
     for _ in range(2):  # each configuration's module starts from the cubin's zeros
         backend.events.clear()
-        assert runner.measure(build(tmp_path, {"B": 32}))[0].status == "ok"
+        assert runner.measure(build(tmp_path, {"B": 32})).status == "ok"
         assert backend.events[:3] == ["global offsets", "global table", "launch"]
         table = backend.constant_memory["table"].view(np.float32)
         assert table.size == 12 and set(table.tolist()) <= set(range(8))  # range(0, N)
@@ -655,7 +673,7 @@ def test_constants_are_filled_in_each_loaded_module_before_its_first_launch(tmp_
         "table": {"rule": "range", "bounds": ["0", "N"]},
     }
     backend.globals = {"offsets": 16}  # a cubin without it: that configuration cannot run
-    missing = runner.measure(build(tmp_path, {"B": 64}))[0]
+    missing = runner.measure(build(tmp_path, {"B": 64}))
     assert missing.status == "runtime_error" and "cuModuleGetGlobal(table)" in missing.error
 
 
@@ -1006,12 +1024,14 @@ def test_the_backends_pack_arguments_where_cuda_reads_them(specs, tmp_path, back
     assert backend.device_name() == "Fake GPU"
     assert backend.compute_capability() in ((9, 0), (8, 6))
     jacobi = KernelRunner(specs["jacobi_step"], backend, sampling=fixed(3))
-    default, reference = jacobi.measure(build(tmp_path, DEFAULT))
+    default = jacobi.measure(build(tmp_path, DEFAULT))
+    reference = jacobi.outputs
     assert default.status == "ok" and default.time > 0 and len(default.times) == 3
     inputs = jacobi.input_array(0, specs["jacobi_step"].launch(DEFAULT).args[0])
     np.testing.assert_array_equal(reference.outputs["out"], jacobi_host(inputs, 300, 200))
     axpy = KernelRunner(specs["axpy"], backend, warmup=0, sampling=fixed(1))
-    measured, out = axpy.measure(build(tmp_path, DEFAULT))
+    measured = axpy.measure(build(tmp_path, DEFAULT))
+    out = axpy.outputs
     assert measured.status == "ok"
     launch = specs["axpy"].launch(DEFAULT)
     x, y = axpy.input_array(2, launch.args[2]), axpy.input_array(3, launch.args[3])
@@ -1021,12 +1041,12 @@ def test_the_backends_pack_arguments_where_cuda_reads_them(specs, tmp_path, back
 @pytest.mark.parametrize("backend", fake_backends(), ids=lambda b: b.name)
 def test_the_backends_report_failures_and_recover(specs, tmp_path, backend):
     runner = KernelRunner(specs["jacobi_step"], backend)
-    too_big = runner.measure(build(tmp_path, {"BLOCK_X": 128, "BLOCK_Y": 16}))[0]
+    too_big = runner.measure(build(tmp_path, {"BLOCK_X": 128, "BLOCK_Y": 16}))
     assert too_big.status == "runtime_error" and "invalid argument" in too_big.error.lower()
-    fault = runner.measure(build(tmp_path, DEFAULT, "fault"))[0]
+    fault = runner.measure(build(tmp_path, DEFAULT, "fault"))
     assert fault.status == "runtime_error" and "illegal" in fault.error.lower()
-    assert runner.measure(build(tmp_path, DEFAULT))[0].status == "ok"
-    missing = KernelRunner(specs["typed"], backend).measure(build(tmp_path, DEFAULT))[0]
+    assert runner.measure(build(tmp_path, DEFAULT)).status == "ok"
+    missing = KernelRunner(specs["typed"], backend).measure(build(tmp_path, DEFAULT))
     assert missing.status == "runtime_error" and "typed" in missing.error
 
 
@@ -1040,9 +1060,9 @@ def test_more_than_48k_of_shared_memory_is_opted_into(tmp_path):
     (spec,) = kernel_specs(parse_source(source), ("B",))
     driver = FakeCudaDriver()
     runner = KernelRunner(spec, CudaPythonBackend(driver=driver), warmup=0, sampling=fixed(1))
-    assert runner.measure(build(tmp_path, {"B": 32}))[0].status == "ok"
+    assert runner.measure(build(tmp_path, {"B": 32})).status == "ok"
     assert driver.shared_opt_in == []
-    assert runner.measure(build(tmp_path, {"B": 64}))[0].status == "ok"
+    assert runner.measure(build(tmp_path, {"B": 64})).status == "ok"
     assert driver.shared_opt_in == [65536]  # once, when the launch is prepared
 
 
@@ -1109,7 +1129,8 @@ def nvcc_cubin(tmp_path: Path, backend: KernelBackend, params: dict) -> BuildRes
 def test_real_kernels_on_the_gpu(name, specs, tmp_path):
     with real_backend(name) as backend:
         runner = KernelRunner(specs["jacobi_step"], backend, sampling=fixed(3))
-        default, reference = runner.measure(nvcc_cubin(tmp_path, backend, DEFAULT))
+        default = runner.measure(nvcc_cubin(tmp_path, backend, DEFAULT))
+        reference = runner.outputs
         assert default.status == "ok", default.error
         assert default.time > 0 and len(default.times) == 3
         seconds = default.compile_info["run_seconds"]
@@ -1119,27 +1140,25 @@ def test_real_kernels_on_the_gpu(name, specs, tmp_path):
         np.testing.assert_allclose(
             reference.outputs["out"], jacobi_host(inputs, 300, 200), rtol=1e-6
         )
-        other = runner.measure(
-            nvcc_cubin(tmp_path, backend, {"BLOCK_X": 16, "BLOCK_Y": 8}), reference
-        )
-        assert other[0].status == "ok", other[0].error
-        too_big = runner.measure(
-            nvcc_cubin(tmp_path, backend, {"BLOCK_X": 128, "BLOCK_Y": 16}), reference
-        )
-        assert too_big[0].status == "runtime_error"
+        runner.reference = reference
+        other = runner.measure(nvcc_cubin(tmp_path, backend, {"BLOCK_X": 16, "BLOCK_Y": 8}))
+        assert other.status == "ok", other.error
+        too_big = runner.measure(nvcc_cubin(tmp_path, backend, {"BLOCK_X": 128, "BLOCK_Y": 16}))
+        assert too_big.status == "runtime_error"
         axpy = KernelRunner(specs["axpy"], backend, sampling=fixed(2))
-        measured, out = axpy.measure(nvcc_cubin(tmp_path, backend, DEFAULT))
+        measured = axpy.measure(nvcc_cubin(tmp_path, backend, DEFAULT))
+        out = axpy.outputs
         assert measured.status == "ok", measured.error
         launch = specs["axpy"].launch(DEFAULT)
         x, y = axpy.input_array(2, launch.args[2]), axpy.input_array(3, launch.args[3])
         np.testing.assert_allclose(out.outputs["y"], y + np.float32(0.5) * x, rtol=1e-12)
-        again, same = axpy.measure(
-            nvcc_cubin(tmp_path, backend, {"BLOCK_X": 64, "BLOCK_Y": 2}), out
-        )
+        axpy.reference = out
+        again = axpy.measure(nvcc_cubin(tmp_path, backend, {"BLOCK_X": 64, "BLOCK_Y": 2}))
+        same = axpy.outputs
         assert again.status == "ok", again.error  # y starts from its input again
         np.testing.assert_array_equal(same.outputs["y"], out.outputs["y"])
         typed = KernelRunner(specs["typed"], backend, sampling=fixed(1))
-        assert typed.measure(nvcc_cubin(tmp_path, backend, DEFAULT))[0].status == "ok"
+        assert typed.measure(nvcc_cubin(tmp_path, backend, DEFAULT)).status == "ok"
 
 
 @pytest.mark.gpu
@@ -1158,7 +1177,8 @@ def test_constants_are_filled_on_the_gpu(name, tmp_path):
         )
         subprocess.run(argv, check=True, capture_output=True)
         runner = KernelRunner(spec, backend, warmup=0, sampling=fixed(1))
-        measured, out = runner.measure(BuildResult({"B": 8}, Path(argv[-1])))
+        measured = runner.measure(BuildResult({"B": 8}, Path(argv[-1])))
+        out = runner.outputs
         assert measured.status == "ok", measured.error
         offsets_rule, table_rule = spec.launch({"B": 8}).constants
         offsets = runner.constant_array(0, offsets_rule, 4)
@@ -1223,6 +1243,6 @@ def test_a_template_kernel_is_loaded_by_the_symbol_its_build_names(specs, tmp_pa
     backend = FakeBackend()
     runner = KernelRunner(template, backend, warmup=0, sampling=fixed(1))
     named = replace(build(tmp_path, DEFAULT), symbols={"jacobi_step": "_Z11jacobi_stepPKfPfii"})
-    assert runner.measure(named)[0].status == "ok"
+    assert runner.measure(named).status == "ok"
     unnamed = build(tmp_path, {**DEFAULT})
-    assert runner.measure(unnamed)[0].status == "runtime_error"
+    assert runner.measure(unnamed).status == "runtime_error"

@@ -70,8 +70,10 @@ def test_a_check_value_that_differs_from_the_default_is_wrong_output(tmp_path):
         'int main(void) { printf("annotune-time-ms: 1\\nannotune-check: 41\\n"); return 0; }',
     )
     runner = ProgramRunner(RunSpec(warmup=0, repeats=1))
-    assert runner.measure(build, reference_check=41.0).status == "ok"
-    wrong = runner.measure(build, reference_check=42.0)
+    runner.reference = 41.0
+    assert runner.measure(build).status == "ok"
+    runner.reference = 42.0
+    wrong = runner.measure(build)
     assert wrong.status == "wrong_output" and "differs" in wrong.error
 
 
@@ -131,7 +133,9 @@ def test_a_check_value_that_is_not_a_finite_number_makes_the_variant_invalid(tmp
         tmp_path,
         f'int main(void) {{ printf("annotune-time-ms: 1\\nannotune-check: {value}\\n"); }}',
     )
-    m = ProgramRunner(RunSpec(warmup=0, repeats=1)).measure(build, reference_check=1.0)
+    checked = ProgramRunner(RunSpec(warmup=0, repeats=1))
+    checked.reference = 1.0
+    m = checked.measure(build)
     assert m.status == "wrong_output" and value in m.error and "finite" in m.error
     alone = ProgramRunner(RunSpec(warmup=0, repeats=1)).measure(build)
     assert alone.status == "wrong_output"

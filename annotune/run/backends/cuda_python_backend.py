@@ -1,7 +1,8 @@
 """The cuda-python backend: NVIDIA's `cuda-bindings` driver API (`cuda.bindings.driver`).
 
 This is what the lent GPU machines ship. Every driver call returns a tuple whose first element
-is a CUresult; `_check` turns a failure into BackendError with the error's name and text.
+is a CUresult; `cuda_python_driver.CudaDriver.check` turns a failure into BackendError with the
+error's name and text.
 Kernel arguments go to cuLaunchKernel as an array of pointers to each value, so the driver
 lays them out itself (no hand-computed alignment); the array is built once per configuration
 (`prepare`). Timed launches get a pair of events each, from a pool that lives as long as the
@@ -22,21 +23,8 @@ from annotune.run.backends.base import (
     Dims,
     Flush,
     KernelBackend,
-    wait_until,
 )
-
-
-def _import_driver():
-    try:
-        from cuda.bindings import driver  # cuda-bindings >= 12.6
-    except ImportError:
-        try:
-            from cuda import cuda as driver  # older cuda-python
-        except ImportError:
-            raise BackendUnavailable(
-                "the cuda-python package is not installed (pip install cuda-python)"
-            ) from None
-    return driver
+from annotune.run.backends.cuda_python_driver import CudaDriver, import_driver
 
 
 @dataclass(frozen=True)
@@ -66,7 +54,9 @@ class CudaPythonBackend(KernelBackend):
     def __init__(self, device: int = 0, *, driver: object | None = None):
         """`driver` is the `cuda.bindings.driver` module, imported when None; the tests pass a
         CPU stand-in to check the argument packing without a GPU."""
-        self._driver = driver or _import_driver()
+        self._driver = driver or import_driver()
+        self._cuda = CudaDriver(self._driver)
+        self._check = self._cuda.check
         d = self._driver
         try:
             result = d.cuInit(0)  # without a driver, cuda-bindings raises rather than returns
@@ -74,7 +64,7 @@ class CudaPythonBackend(KernelBackend):
             raise BackendUnavailable(f"no usable CUDA driver ({error})") from None
         if result[0] != d.CUresult.CUDA_SUCCESS:
             raise BackendUnavailable(
-                f"no usable CUDA driver or GPU ({self._error_text(result[0])})"
+                f"no usable CUDA driver or GPU ({self._cuda.error_text(result[0])})"
             )
         count = self._check(d.cuDeviceGetCount(), "cuDeviceGetCount")
         if device >= count:
@@ -86,60 +76,23 @@ class CudaPythonBackend(KernelBackend):
         d = self._driver
         self._context = self._check(d.cuDevicePrimaryCtxRetain(self._device), "cuCtxRetain")
         self._check(d.cuCtxSetCurrent(self._context), "cuCtxSetCurrent")
-        self._stop = self._new_event()
+        self._stop = self._cuda.new_event()
         self._last = self._stop  # the event recorded last: what `recover` asks
         self._pairs: list[tuple[object, object]] = []  # timed launches' events, made as needed
         self.generation += 1
-
-    def _new_event(self) -> object:
-        flags = self._driver.CUevent_flags.CU_EVENT_DEFAULT
-        return self._check(self._driver.cuEventCreate(flags), "cuEventCreate")
-
-    def _error_text(self, error: object) -> str:
-        _, name = self._driver.cuGetErrorName(error)
-        _, text = self._driver.cuGetErrorString(error)
-        decode = lambda b: b.decode() if isinstance(b, bytes) else str(b)  # noqa: E731
-        return f"{decode(name)}: {decode(text)}"
-
-    def _check(self, result: tuple, call: str):
-        """The call's value(s), or BackendError naming the call and the CUDA error."""
-        error = result[0]
-        if error != self._driver.CUresult.CUDA_SUCCESS:
-            raise BackendError(f"{call} failed: {self._error_text(error)}")
-        if len(result) == 1:
-            return None
-        return result[1] if len(result) == 2 else result[1:]
 
     def device_name(self) -> str:
         name = self._check(self._driver.cuDeviceGetName(256, self._device), "cuDeviceGetName")
         return name.split(b"\0", 1)[0].decode()
 
     def compute_capability(self) -> tuple[int, int]:
-        d = self._driver
-        attribute = d.CUdevice_attribute
-        major = self._check(
-            d.cuDeviceGetAttribute(
-                attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, self._device
-            ),
-            "cuDeviceGetAttribute",
-        )
-        minor = self._check(
-            d.cuDeviceGetAttribute(
-                attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, self._device
-            ),
-            "cuDeviceGetAttribute",
-        )
-        return int(major), int(minor)
+        major = self._cuda.attribute("COMPUTE_CAPABILITY_MAJOR", self._device)
+        minor = self._cuda.attribute("COMPUTE_CAPABILITY_MINOR", self._device)
+        return major, minor
 
     def l2_cache_bytes(self) -> int:
-        d = self._driver
-        size = self._check(
-            d.cuDeviceGetAttribute(
-                d.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, self._device
-            ),
-            "cuDeviceGetAttribute(L2_CACHE_SIZE)",
-        )
-        return int(size)
+        call = "cuDeviceGetAttribute(L2_CACHE_SIZE)"
+        return self._cuda.attribute("L2_CACHE_SIZE", self._device, call)
 
     def pci_bus_id(self) -> str:
         bus = self._check(self._driver.cuDeviceGetPCIBusId(32, self._device), "cuDeviceGetPCIBusId")
@@ -207,12 +160,7 @@ class CudaPythonBackend(KernelBackend):
                 ),
                 "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)",
             )
-        values = tuple(
-            np.array([arg]) if isinstance(arg, np.generic) else np.array([int(arg)], np.uint64)
-            for arg in args
-        )
-        pointers = np.array([value.ctypes.data for value in values], dtype=np.uint64)
-        return _Launch(kernel.function, grid, block, shared, values, pointers, pointers.ctypes.data)
+        return _pack(kernel.function, grid, block, shared, args)
 
     def launch(self, prepared: object) -> None:
         assert isinstance(prepared, _Launch)
@@ -234,7 +182,7 @@ class CudaPythonBackend(KernelBackend):
     ) -> list[float]:
         d = self._driver
         while len(self._pairs) < count:
-            self._pairs.append((self._new_event(), self._new_event()))
+            self._pairs.append((self._cuda.new_event(), self._cuda.new_event()))
         pairs = self._pairs[:count]
         for start, stop in pairs:
             if flush is not None:
@@ -243,7 +191,7 @@ class CudaPythonBackend(KernelBackend):
             self.launch(prepared)
             self._check(d.cuEventRecord(stop, 0), "cuEventRecord")
         self._last = pairs[-1][1]
-        self._wait(self._last, timeout, "the kernel")
+        self._cuda.wait(self._last, timeout, "the kernel")
         return [
             float(self._check(d.cuEventElapsedTime(start, stop), "cuEventElapsedTime"))
             for start, stop in pairs
@@ -252,20 +200,7 @@ class CudaPythonBackend(KernelBackend):
     def synchronize(self, timeout: float) -> None:
         self._check(self._driver.cuEventRecord(self._stop, 0), "cuEventRecord")
         self._last = self._stop
-        self._wait(self._stop, timeout, "the device")
-
-    def _wait(self, event: object, timeout: float, what: str) -> None:
-        d = self._driver
-
-        def done() -> bool:
-            error = d.cuEventQuery(event)[0]
-            if error == d.CUresult.CUDA_ERROR_NOT_READY:
-                return False
-            if error != d.CUresult.CUDA_SUCCESS:
-                raise BackendError(f"{what} failed: {self._error_text(error)}")
-            return True
-
-        wait_until(done, timeout, what)
+        self._cuda.wait(self._stop, timeout, "the device")
 
     def recover(self) -> None:
         """Reset the primary context when the last event reports a fault or is still pending.
@@ -285,3 +220,16 @@ class CudaPythonBackend(KernelBackend):
         for event in [self._stop, *(event for pair in self._pairs for event in pair)]:
             d.cuEventDestroy(event)
         d.cuDevicePrimaryCtxRelease(self._device)
+
+
+def _pack(
+    function: object, grid: Dims, block: Dims, shared: int, args: Sequence[object]
+) -> _Launch:
+    """cuLaunchKernel's array of pointers to each argument's value: a numpy scalar as it is,
+    a buffer as its 64-bit device address."""
+    values = tuple(
+        np.array([arg]) if isinstance(arg, np.generic) else np.array([int(arg)], np.uint64)
+        for arg in args
+    )
+    pointers = np.array([value.ctypes.data for value in values], dtype=np.uint64)
+    return _Launch(function, grid, block, shared, values, pointers, pointers.ctypes.data)
