@@ -9,9 +9,13 @@ Each configuration is run `warmup` times untimed, then timed until its median is
 (`annotune.run.sampling`); its time is the median of the timed runs.
 A non-zero exit, a timeout, a missing time, or an `annotune-check:` value that is not a finite
 number or differs from the baseline configuration's makes the configuration invalid, with the
-reason kept. Each run is its own process group, killed whole when the run ends: nothing it
-started outlives it. A run gets annotune's own environment plus the `env` settings, whose
-`{NAME}`s take the configuration's values: an environment variable can be a tunable.
+reason kept; so does an output that fails the config's `[file.check]` rules
+(`annotune.core.output_check`: `expect`, `reject`, or `result` captures that differ from the
+baseline's), status `wrong_output` like a differing check value. What of a run's output is
+read is bounded (`OUTPUT_LIMIT`: its start and its end). Each run is its own process group,
+killed whole when the run ends: nothing it started outlives it. A run gets annotune's own
+environment plus the `env` settings, whose `{NAME}`s take the configuration's values: an
+environment variable can be a tunable.
 
 Given an energy meter (`annotune.run.energy`: RAPL for the host, NVML for a CUDA program's
 GPU), each timed run's energy is measured over the whole process run, start-up, input and
@@ -38,6 +42,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from annotune.core.literals import value_text
+from annotune.core.output_check import OutputCheck
 from annotune.core.records import (
     TRANSIENT_ERRNOS,
     BuildResult,
@@ -53,6 +58,11 @@ _KILLED_FROM_OUTSIDE = frozenset({signal.SIGKILL, signal.SIGTERM, signal.SIGINT,
 
 TIME_LINE = re.compile(r"^annotune-time-ms:\s*([-+0-9.eEinfa]+)\s*$", re.MULTILINE)
 CHECK_LINE = re.compile(r"^annotune-check:\s*(\S+)\s*$", re.MULTILINE)
+
+OUTPUT_LIMIT = 64 << 20
+"""The most bytes of a run's stdout (and of its stderr) read: the first and the last half of
+it, so that a program printing gigabytes exhausts no memory, and its last lines (`PASS`, a
+checksum) are still read."""
 
 TIME_UNITS = {"s": 1e3, "ms": 1.0, "us": 1e-3, "ns": 1e-6}
 """What a time read with the regex is multiplied by to be in milliseconds."""
@@ -96,6 +106,7 @@ class RunSpec:
     timing_header: bool = False
     check_tolerance: float = 1e-6
     env: tuple[tuple[str, str], ...] = ()
+    output_check: OutputCheck | None = None  # the config's `[file.check]`
 
     def __post_init__(self) -> None:
         if self.warmup < 0:
@@ -166,6 +177,8 @@ class RunSpec:
         environment = self.environment()
         if environment:
             data["environment"] = environment
+        if self.output_check is not None:
+            data["output_check"] = self.output_check.to_json()
         return data
 
 
@@ -188,6 +201,7 @@ class _Run:
     timing: str = ""
     joules: float | None = None  # over the process run, when metered and measurable
     energy_error: str = ""  # why a metered run has no energy
+    result: tuple[str, ...] | None = None  # what `[file.check]`'s `result` captured
 
 
 ENERGY_SCOPE = "process run, start-up included"
@@ -220,10 +234,14 @@ class ProgramRunner:
         build: BuildResult,
         reference_check: float | None = None,
         stop_above: float | None = None,
+        *,
+        reference_result: tuple[str, ...] | None = None,
     ) -> Measurement:
         """Run `build` (warm-up, then timed runs until `RunSpec.sampling` has enough) into one
         Measurement; failures are statuses. A configuration whose fastest run is slower than
-        `stop_above` ms gets only the minimum number of runs.
+        `stop_above` ms gets only the minimum number of runs. `reference_check` and
+        `reference_result` are the baseline's check value and `result` captures, which every
+        run's must match.
 
         `compile_info["run_seconds"]` says where the call's time went: `wall` (all of it), `gpu`
         (the timed runs' reported times, summed) and `setup` (the rest: process start-up and
@@ -232,7 +250,7 @@ class ProgramRunner:
         """
         started = time.perf_counter()
         times: list[float] = []
-        measurement = self._measure(build, reference_check, stop_above, times)
+        measurement = self._measure(build, (reference_check, reference_result), stop_above, times)
         wall = time.perf_counter() - started
         gpu = sum(times) / 1e3
         seconds = {"wall": wall, "setup": max(0.0, wall - gpu), "gpu": gpu}
@@ -242,11 +260,12 @@ class ProgramRunner:
     def _measure(
         self,
         build: BuildResult,
-        reference_check: float | None,
+        references: tuple[float | None, tuple[str, ...] | None],
         stop_above: float | None,
         times: list[float],
     ) -> Measurement:
         """`measure`, adding each timed run's time to `times` as it comes."""
+        reference_check, reference_result = references
         info = compile_info(build)
         if build.executable is None:
             return Measurement(
@@ -262,6 +281,7 @@ class ProgramRunner:
         energies: list[float] = []
         energy_error = ""
         check = None
+        result = None
         timed_seconds = 0.0
         retried_timeout = False
         for attempt in itertools.count():
@@ -291,6 +311,16 @@ class ProgramRunner:
                         f"{reference_check!r}",
                         compile_info=info,
                     )
+            if run.result is not None:
+                result = run.result
+                differs = self._differs(run.result, reference_result)
+                if differs:
+                    return Measurement(
+                        build.params,
+                        "wrong_output",
+                        error=f"wrong output: {differs}",
+                        compile_info=info,
+                    )
             if attempt < self.spec.warmup:
                 continue
             times.append(run.ms)  # type: ignore[arg-type]
@@ -305,6 +335,8 @@ class ProgramRunner:
                 break
         if check is not None:
             info["check"] = check
+        if result is not None:
+            info["result"] = list(result)  # the baseline's is the reference, reused or not
         if conditions:
             info["gpu"] = summarize(conditions)
         if energy_error:
@@ -322,6 +354,12 @@ class ProgramRunner:
             energy=statistics.median(energies) if energies else None,
             energies=tuple(energies),
         )
+
+    def _differs(self, result: tuple[str, ...], reference: tuple[str, ...] | None) -> str:
+        rules = self.spec.output_check
+        if rules is None or reference is None:
+            return ""
+        return rules.compare(result, tuple(reference))
 
     def _run_once(
         self, executable: Path, params: Mapping[str, Number], meter: EnergyMeter | None = None
@@ -361,14 +399,19 @@ class ProgramRunner:
         ms, source = self._time(stdout, wall_ms)
         if ms is None:
             return _Run(None, None, source, "runtime_error")
+        result = None
+        if self.spec.output_check is not None:
+            wrong, result = self.spec.output_check.judge(f"{stdout}\n{stderr}")
+            if wrong:
+                return _Run(None, None, f"wrong output: {wrong}", "wrong_output")
         checks = CHECK_LINE.findall(stdout)
         if not checks:
-            return _Run(ms, None, timing=source)
+            return _Run(ms, None, timing=source, result=result)
         check = _number(checks[-1])
         if check is None or not math.isfinite(check):
             said = f"check value {checks[-1]!r} is not a finite number"
             return _Run(None, None, said, "wrong_output")
-        return _Run(ms, check, timing=source)
+        return _Run(ms, check, timing=source, result=result)
 
     def _time(self, stdout: str, wall_ms: float) -> tuple[float | None, str]:
         """The run's time and where it came from ("header", "regex" or "wall"), or None and
@@ -448,8 +491,17 @@ def _kill_group(process: subprocess.Popen) -> None:
 
 
 def _read(file) -> str:
+    """What the run wrote to `file`, at most `OUTPUT_LIMIT` bytes of it: its start and its end
+    when it wrote more."""
+    size = file.seek(0, os.SEEK_END)
     file.seek(0)
-    return file.read().decode(errors="replace")
+    if size <= OUTPUT_LIMIT:
+        return file.read().decode(errors="replace")
+    head = file.read(OUTPUT_LIMIT // 2)
+    file.seek(size - OUTPUT_LIMIT // 2)
+    tail = file.read()
+    skipped = f"\n[annotune: {size - len(head) - len(tail):,} bytes of output not read]\n"
+    return head.decode(errors="replace") + skipped + tail.decode(errors="replace")
 
 
 def compile_info(build: BuildResult) -> dict:
