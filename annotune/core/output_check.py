@@ -81,7 +81,8 @@ class OutputCheck:
         reject = self._patterns.get("reject")
         found = reject.search(output) if reject is not None else None
         if found is not None:
-            return f"reject {_regex(self.reject)} matches line {_shown(_line_of(output, found))}", None
+            line = _shown(_line_of(output, found))
+            return f"reject {_regex(self.reject)} matches line {line}", None
         result = self._patterns.get("result")
         if result is None:
             return "", None

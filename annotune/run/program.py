@@ -11,9 +11,9 @@ A non-zero exit, a timeout, a missing time, or an `annotune-check:` value that i
 number or differs from the baseline configuration's makes the configuration invalid, with the
 reason kept; so does an output that fails the config's `[file.check]` rules
 (`annotune.core.output_check`: `expect`, `reject`, or `result` captures that differ from the
-baseline's), status `wrong_output` like a differing check value. What of a run's output is
-read is bounded (`OUTPUT_LIMIT`: its start and its end). Each run is its own process group,
-killed whole when the run ends: nothing it started outlives it. A run gets annotune's own
+baseline's), status `wrong_output` like a differing check value. Each run is its own process
+group, killed whole when the run ends: nothing it started outlives it; what of its output is
+read is bounded (`annotune.run.process`: its start and its end). A run gets annotune's own
 environment plus the `env` settings, whose `{NAME}`s take the configuration's values: an
 environment variable can be a tunable.
 
@@ -27,15 +27,12 @@ which it saw no energy, leaves the configuration without an energy, with the rea
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import math
 import os
 import re
 import signal
 import statistics
-import subprocess
-import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -51,6 +48,7 @@ from annotune.core.records import (
 )
 from annotune.run.conditions import GpuMonitor, summarize
 from annotune.run.energy import EnergyError, EnergyMeter
+from annotune.run.process import run_in_own_group
 from annotune.run.sampling import Sampling
 
 _KILLED_FROM_OUTSIDE = frozenset({signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
@@ -58,11 +56,6 @@ _KILLED_FROM_OUTSIDE = frozenset({signal.SIGKILL, signal.SIGTERM, signal.SIGINT,
 
 TIME_LINE = re.compile(r"^annotune-time-ms:\s*([-+0-9.eEinfa]+)\s*$", re.MULTILINE)
 CHECK_LINE = re.compile(r"^annotune-check:\s*(\S+)\s*$", re.MULTILINE)
-
-OUTPUT_LIMIT = 64 << 20
-"""The most bytes of a run's stdout (and of its stderr) read: the first and the last half of
-it, so that a program printing gigabytes exhausts no memory, and its last lines (`PASS`, a
-checksum) are still read."""
 
 TIME_UNITS = {"s": 1e3, "ms": 1.0, "us": 1e-3, "ns": 1e-6}
 """What a time read with the regex is multiplied by to be in milliseconds."""
@@ -313,12 +306,12 @@ class ProgramRunner:
                     )
             if run.result is not None:
                 result = run.result
-                differs = self._differs(run.result, reference_result)
+                differs = _differs(self.spec.output_check, run.result, reference_result)
                 if differs:
                     return Measurement(
                         build.params,
                         "wrong_output",
-                        error=f"wrong output: {differs}",
+                        error=differs,
                         compile_info=info,
                     )
             if attempt < self.spec.warmup:
@@ -355,12 +348,6 @@ class ProgramRunner:
             energies=tuple(energies),
         )
 
-    def _differs(self, result: tuple[str, ...], reference: tuple[str, ...] | None) -> str:
-        rules = self.spec.output_check
-        if rules is None or reference is None:
-            return ""
-        return rules.compare(result, tuple(reference))
-
     def _run_once(
         self, executable: Path, params: Mapping[str, Number], meter: EnergyMeter | None = None
     ) -> _Run:
@@ -371,7 +358,7 @@ class ProgramRunner:
         if meter is not None:
             meter.start()
         try:
-            finished = _run_in_own_group(argv, self.spec.cwd, self.spec.timeout, env)
+            finished = run_in_own_group(argv, self.spec.cwd, self.spec.timeout, env)
         except OSError as error:
             transient = error.errno in TRANSIENT_ERRNOS
             return _Run(None, None, f"cannot run: {error.strerror}", "runtime_error", transient)
@@ -396,14 +383,14 @@ class ProgramRunner:
             how = f"signal {-returncode}" if returncode < 0 else f"code {returncode}"
             said = f": {reason}" if reason else " (it printed nothing)"
             return _Run(None, None, f"exited with {how}{said}"[:500], "runtime_error")
-        ms, source = self._time(stdout, wall_ms)
+        ms, source = _time(self.spec, self._regex, stdout, wall_ms)
         if ms is None:
             return _Run(None, None, source, "runtime_error")
         result = None
         if self.spec.output_check is not None:
             wrong, result = self.spec.output_check.judge(f"{stdout}\n{stderr}")
             if wrong:
-                return _Run(None, None, f"wrong output: {wrong}", "wrong_output")
+                return _Run(None, None, wrong, "wrong_output")
         checks = CHECK_LINE.findall(stdout)
         if not checks:
             return _Run(ms, None, timing=source, result=result)
@@ -413,28 +400,41 @@ class ProgramRunner:
             return _Run(None, None, said, "wrong_output")
         return _Run(ms, check, timing=source, result=result)
 
-    def _time(self, stdout: str, wall_ms: float) -> tuple[float | None, str]:
-        """The run's time and where it came from ("header", "regex" or "wall"), or None and
-        why there is none. Wall time only when no timing source is configured: it includes
-        the process's start-up, which a timing line or a regex leaves out."""
-        lines = TIME_LINE.findall(stdout)
-        if lines:
-            reported = [_number(v) for v in lines]
-            if any(v is None or not math.isfinite(v) or v < 0 for v in reported):
-                return None, f"timing line {lines[0]!r} is not a finite, non-negative number"
-            return statistics.median(reported), "header"  # type: ignore[type-var]
-        if self._regex is not None:
-            found = [_number(m.group(1)) for m in self._regex.finditer(stdout)]
-            found = [v for v in found if v is not None and math.isfinite(v) and v >= 0]
-            if not found:
-                return None, "no timing line: nothing in the output matched the time regex"
-            return statistics.median(found) * TIME_UNITS[self.spec.time_unit], "regex"
-        if self.spec.timing_header:
-            return None, (
-                "no timing line: the program includes annotune_timing.h but printed no "
-                "'annotune-time-ms:' (did it reach ANNOTUNE_TIMER_STOP?)"
-            )
-        return wall_ms, "wall"
+
+def _time(
+    spec: RunSpec, regex: re.Pattern | None, stdout: str, wall_ms: float
+) -> tuple[float | None, str]:
+    """The run's time and where it came from ("header", "regex" or "wall"), or None and
+    why there is none. Wall time only when no timing source is configured: it includes
+    the process's start-up, which a timing line or a regex leaves out."""
+    lines = TIME_LINE.findall(stdout)
+    if lines:
+        reported = [_number(v) for v in lines]
+        if any(v is None or not math.isfinite(v) or v < 0 for v in reported):
+            return None, f"timing line {lines[0]!r} is not a finite, non-negative number"
+        return statistics.median(reported), "header"  # type: ignore[type-var]
+    if regex is not None:
+        found = [_number(m.group(1)) for m in regex.finditer(stdout)]
+        found = [v for v in found if v is not None and math.isfinite(v) and v >= 0]
+        if not found:
+            return None, "no timing line: nothing in the output matched the time regex"
+        return statistics.median(found) * TIME_UNITS[spec.time_unit], "regex"
+    if spec.timing_header:
+        return None, (
+            "no timing line: the program includes annotune_timing.h but printed no "
+            "'annotune-time-ms:' (did it reach ANNOTUNE_TIMER_STOP?)"
+        )
+    return wall_ms, "wall"
+
+
+def _differs(
+    rules: OutputCheck | None, result: tuple[str, ...], reference: tuple[str, ...] | None
+) -> str:
+    """Why a run's `result` captures differ from the baseline's ("" when they agree, or when
+    there is nothing to compare)."""
+    if rules is None or reference is None:
+        return ""
+    return rules.compare(result, tuple(reference))
 
 
 def _stop(meter: EnergyMeter) -> tuple[float | None, str]:
@@ -451,57 +451,6 @@ def _stop(meter: EnergyMeter) -> tuple[float | None, str]:
     if reading.joules <= 0:
         return None, f"{meter.description} saw no energy over a run of {reading.seconds:.3g} s"
     return reading.joules, ""
-
-
-def _run_in_own_group(
-    argv: list[str], cwd: Path | None, timeout: float, env: Mapping[str, str]
-) -> tuple[int, str, str, float] | None:
-    """Run `argv` as the leader of a new process group; None if it outlived `timeout`.
-
-    Whatever the program started is killed with it, on a timeout and after a normal exit
-    alike: a forked helper would otherwise keep running (and loading the machine) after the
-    tune. Output goes to files, not pipes, so a child that inherits them cannot keep the
-    run waiting for their end.
-    """
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        started = time.perf_counter()
-        process = subprocess.Popen(
-            argv,
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=err,
-            start_new_session=True,
-        )
-        try:
-            returncode = process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return None
-        finally:
-            wall_ms = (time.perf_counter() - started) * 1e3
-            _kill_group(process)
-        return returncode, _read(out), _read(err), wall_ms
-
-
-def _kill_group(process: subprocess.Popen) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
-
-
-def _read(file) -> str:
-    """What the run wrote to `file`, at most `OUTPUT_LIMIT` bytes of it: its start and its end
-    when it wrote more."""
-    size = file.seek(0, os.SEEK_END)
-    file.seek(0)
-    if size <= OUTPUT_LIMIT:
-        return file.read().decode(errors="replace")
-    head = file.read(OUTPUT_LIMIT // 2)
-    file.seek(size - OUTPUT_LIMIT // 2)
-    tail = file.read()
-    skipped = f"\n[annotune: {size - len(head) - len(tail):,} bytes of output not read]\n"
-    return head.decode(errors="replace") + skipped + tail.decode(errors="replace")
 
 
 def compile_info(build: BuildResult) -> dict:

@@ -12,7 +12,7 @@ import pytest
 
 from annotune.core.output_check import OutputCheck
 from annotune.core.records import BuildResult
-from annotune.run import program as program_module
+from annotune.run import process
 from annotune.run.program import ProgramRunner, RunSpec
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
@@ -46,7 +46,7 @@ def test_a_run_that_prints_fail_and_returns_0_is_wrong_output(tmp_path):
     assert passed.status == "ok" and passed.time == 2.0
     failed = runner(rules).measure(printing(tmp_path, "fail", "sum = 3\\nFAIL\\n"))
     assert failed.status == "wrong_output" and failed.time is None
-    assert failed.error == "wrong output: expect '^PASS$': nothing in the output matches " + (
+    assert failed.error == "expect '^PASS$': nothing in the output matches " + (
         "(its last line: 'FAIL')"
     )
     assert runner(None).measure(printing(tmp_path, "fail", "FAIL\\n")).status == "ok"  # today's
@@ -80,7 +80,7 @@ def test_the_rules_are_part_of_the_study_key_only_when_given():
 
 
 def test_a_huge_output_is_read_bounded_with_its_end(tmp_path, monkeypatch):
-    monkeypatch.setattr(program_module, "OUTPUT_LIMIT", 1 << 16)
+    monkeypatch.setattr(process, "OUTPUT_LIMIT", 1 << 16)
     build = program(
         tmp_path,
         "big",
@@ -92,9 +92,9 @@ def test_a_huge_output_is_read_bounded_with_its_end(tmp_path, monkeypatch):
 
 
 def test_what_is_read_of_an_output_is_its_start_and_its_end(tmp_path, monkeypatch):
-    monkeypatch.setattr(program_module, "OUTPUT_LIMIT", 1000)
+    monkeypatch.setattr(process, "OUTPUT_LIMIT", 1000)
     with (tmp_path / "out").open("w+b") as file:
         file.write(b"first\n" + b"x" * 100_000 + b"\nlast\n")
-        text = program_module._read(file)
+        text = process._read(file)
     assert text.startswith("first\n") and text.endswith("\nlast\n") and len(text) < 1100
     assert "bytes of output not read" in text
