@@ -10,6 +10,7 @@ from annotune.annotate.kernels import KernelSpec
 from annotune.annotate.source import TextSpan
 from annotune.core.diagnostics import AnnotuneError, Location
 from annotune.core.literals import as_declared, c_literal
+from annotune.core.output_check import OutputCheck
 from annotune.core.records import Number
 
 ORIGINS = ("define", "pragma", "literal", "config", "size")
@@ -146,6 +147,7 @@ class RunSettings:
     warmup: int | None = None
     run_dir: str | None = None  # absolute: the config's run_dir, where the program runs
     env: tuple[EnvSetting, ...] = ()
+    output_check: OutputCheck | None = None  # `[file.check]`: what a correct run prints
 
 
 @dataclass(frozen=True)

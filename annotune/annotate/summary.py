@@ -152,3 +152,28 @@ def arguments_at(problem: Problem, params: Mapping[str, Number]) -> list[str] | 
         )
         for arg in args
     ]
+
+
+def require_checked(problem: Problem) -> None:
+    """AnnotuneError, before anything is built, for a knob whose number is written again where
+    no variant rewrites it (`TunableParam.couplings`: the grid's `(n + 255) / 256` of a block
+    of 256) when nothing checks the program's output: a variant would launch other work,
+    likely faster and wrong, and be measured as a speedup. A `[file.check]` catches it; the
+    config's `independent = true` is the user's word that the number stands alone."""
+    if problem.settings.output_check is not None:
+        return
+    for param in problem.params:
+        if not param.couplings:
+            continue
+        where, what = param.couplings[0]
+        more = f" (and {len(param.couplings) - 1} more)" if len(param.couplings) > 1 else ""
+        raise AnnotuneError(
+            f"{param.name} is {param.literal(param.default)} here, and {what} at "
+            f"{where.file}:{where.line} is written with the same number{more}, which no "
+            "variant changes: a variant would do other work than the default's, and nothing "
+            "checks the program's output",
+            param.location,
+            hint='check what the program prints when it is right ([file.check] expect = "PASS" '
+            "or result = '...' in the config), or, when that number is no part of the knob, "
+            "say independent = true on it",
+        )

@@ -52,7 +52,14 @@ def scan_json(
         "warnings": [
             {"location": location.to_json(), "message": message} for location, message in warnings
         ],
+        **_output_check_json(problem),
     }
+
+
+def _output_check_json(problem: Problem) -> dict:
+    """The config's `[file.check]`, only when it has one (a scan without one is unchanged)."""
+    rules = problem.settings.output_check
+    return {} if rules is None else {"output_check": rules.to_json()}
 
 
 def _use_kinds(param) -> str:
@@ -92,6 +99,14 @@ def _print_table(problem: Problem, summary: SpaceSummary) -> None:
         where = Text(_where(constraint.location), style="dim")
         stdout.print(Text.assemble(f"constraint  {constraint.text}    ", where))
     stdout.print(summary.describe())
+    rules = problem.settings.output_check
+    if rules is not None:
+        stderr.print(
+            f"note: a tune checks every run's output by the config's [file.check] "
+            f"({rules.described()}), the baseline's included: a configuration printing "
+            "anything else is wrong output, never a winner (program mode only)",
+            highlight=False,
+        )
     unguarded = [p.name for p in problem.params if not p.guarded and not p.declaration]
     named = [p.name for p in problem.params if p.origin == "literal" and p.declaration]
     if unguarded:

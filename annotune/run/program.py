@@ -9,9 +9,13 @@ Each configuration is run `warmup` times untimed, then timed until its median is
 (`annotune.run.sampling`); its time is the median of the timed runs.
 A non-zero exit, a timeout, a missing time, or an `annotune-check:` value that is not a finite
 number or differs from the baseline configuration's makes the configuration invalid, with the
-reason kept. Each run is its own process group, killed whole when the run ends: nothing it
-started outlives it. A run gets annotune's own environment plus the `env` settings, whose
-`{NAME}`s take the configuration's values: an environment variable can be a tunable.
+reason kept; so does an output that fails the config's `[file.check]` rules
+(`annotune.core.output_check`: `expect`, `reject`, or `result` captures that differ from the
+baseline's), status `wrong_output` like a differing check value. Each run is its own process
+group, killed whole when the run ends: nothing it started outlives it; what of its output is
+read is bounded (`annotune.run.process`: its start and its end). A run gets annotune's own
+environment plus the `env` settings, whose `{NAME}`s take the configuration's values: an
+environment variable can be a tunable.
 
 Given an energy meter (`annotune.run.energy`: RAPL for the host, NVML for a CUDA program's
 GPU), each timed run's energy is measured over the whole process run, start-up, input and
@@ -23,21 +27,19 @@ which it saw no energy, leaves the configuration without an energy, with the rea
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import math
 import os
 import re
 import signal
 import statistics
-import subprocess
-import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from annotune.core.literals import value_text
+from annotune.core.output_check import OutputCheck
 from annotune.core.records import (
     TRANSIENT_ERRNOS,
     BuildResult,
@@ -46,6 +48,7 @@ from annotune.core.records import (
 )
 from annotune.run.conditions import GpuMonitor, summarize
 from annotune.run.energy import EnergyError, EnergyMeter
+from annotune.run.process import run_in_own_group
 from annotune.run.sampling import Sampling
 
 _KILLED_FROM_OUTSIDE = frozenset({signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
@@ -96,6 +99,7 @@ class RunSpec:
     timing_header: bool = False
     check_tolerance: float = 1e-6
     env: tuple[tuple[str, str], ...] = ()
+    output_check: OutputCheck | None = None  # the config's `[file.check]`
 
     def __post_init__(self) -> None:
         if self.warmup < 0:
@@ -166,6 +170,8 @@ class RunSpec:
         environment = self.environment()
         if environment:
             data["environment"] = environment
+        if self.output_check is not None:
+            data["output_check"] = self.output_check.to_json()
         return data
 
 
@@ -188,6 +194,7 @@ class _Run:
     timing: str = ""
     joules: float | None = None  # over the process run, when metered and measurable
     energy_error: str = ""  # why a metered run has no energy
+    result: tuple[str, ...] | None = None  # what `[file.check]`'s `result` captured
 
 
 ENERGY_SCOPE = "process run, start-up included"
@@ -207,6 +214,7 @@ class ProgramRunner:
         self.monitor = monitor
         self.meter = meter
         self.reference: float | None = None  # the baseline's check value; None: not checked
+        self.reference_result: tuple[str, ...] | None = None  # its `result` captures
         self._regex = re.compile(spec.time_regex, re.MULTILINE) if spec.time_regex else None
 
     def to_json(self) -> dict:
@@ -220,7 +228,8 @@ class ProgramRunner:
         """Run `build` (warm-up, then timed runs until `RunSpec.sampling` has enough) into one
         Measurement; failures are statuses. A configuration whose fastest run is slower than
         `stop_above` ms gets only the minimum number of runs. A run's `annotune-check:` value
-        must match `reference` (when set) within the spec's `check_tolerance`.
+        must match `reference` (when set) within the spec's `check_tolerance`, and its
+        `[file.check]` `result` captures `reference_result` (the baseline's, once adopted).
 
         `compile_info["run_seconds"]` says where the call's time went: `wall` (all of it), `gpu`
         (the timed runs' reported times, summed) and `setup` (the rest: process start-up and
@@ -229,7 +238,8 @@ class ProgramRunner:
         """
         started = time.perf_counter()
         times: list[float] = []
-        measurement = self._measure(build, self.reference, stop_above, times)
+        references = (self.reference, self.reference_result)
+        measurement = self._measure(build, references, stop_above, times)
         wall = time.perf_counter() - started
         gpu = sum(times) / 1e3
         seconds = {"wall": wall, "setup": max(0.0, wall - gpu), "gpu": gpu}
@@ -239,11 +249,12 @@ class ProgramRunner:
     def _measure(
         self,
         build: BuildResult,
-        reference_check: float | None,
+        references: tuple[float | None, tuple[str, ...] | None],
         stop_above: float | None,
         times: list[float],
     ) -> Measurement:
         """`measure`, adding each timed run's time to `times` as it comes."""
+        reference_check, reference_result = references
         info = compile_info(build)
         if build.executable is None:
             return Measurement(
@@ -259,6 +270,7 @@ class ProgramRunner:
         energies: list[float] = []
         energy_error = ""
         check = None
+        result = None
         timed_seconds = 0.0
         retried_timeout = False
         for attempt in itertools.count():
@@ -288,6 +300,16 @@ class ProgramRunner:
                         f"{reference_check!r}",
                         compile_info=info,
                     )
+            if run.result is not None:
+                result = run.result
+                differs = _differs(self.spec.output_check, run.result, reference_result)
+                if differs:
+                    return Measurement(
+                        build.params,
+                        "wrong_output",
+                        error=differs,
+                        compile_info=info,
+                    )
             if attempt < self.spec.warmup:
                 continue
             times.append(run.ms)  # type: ignore[arg-type]
@@ -302,6 +324,8 @@ class ProgramRunner:
                 break
         if check is not None:
             info["check"] = check
+        if result is not None:
+            info["result"] = list(result)  # the baseline's is the reference, reused or not
         if conditions:
             info["gpu"] = summarize(conditions)
         if energy_error:
@@ -330,7 +354,7 @@ class ProgramRunner:
         if meter is not None:
             meter.start()
         try:
-            finished = _run_in_own_group(argv, self.spec.cwd, self.spec.timeout, env)
+            finished = run_in_own_group(argv, self.spec.cwd, self.spec.timeout, env)
         except OSError as error:
             transient = error.errno in TRANSIENT_ERRNOS
             return _Run(None, None, f"cannot run: {error.strerror}", "runtime_error", transient)
@@ -355,40 +379,58 @@ class ProgramRunner:
             how = f"signal {-returncode}" if returncode < 0 else f"code {returncode}"
             said = f": {reason}" if reason else " (it printed nothing)"
             return _Run(None, None, f"exited with {how}{said}"[:500], "runtime_error")
-        ms, source = self._time(stdout, wall_ms)
+        ms, source = _time(self.spec, self._regex, stdout, wall_ms)
         if ms is None:
             return _Run(None, None, source, "runtime_error")
+        result = None
+        if self.spec.output_check is not None:
+            wrong, result = self.spec.output_check.judge(f"{stdout}\n{stderr}")
+            if wrong:
+                return _Run(None, None, wrong, "wrong_output")
         checks = CHECK_LINE.findall(stdout)
         if not checks:
-            return _Run(ms, None, timing=source)
+            return _Run(ms, None, timing=source, result=result)
         check = _number(checks[-1])
         if check is None or not math.isfinite(check):
             said = f"check value {checks[-1]!r} is not a finite number"
             return _Run(None, None, said, "wrong_output")
-        return _Run(ms, check, timing=source)
+        return _Run(ms, check, timing=source, result=result)
 
-    def _time(self, stdout: str, wall_ms: float) -> tuple[float | None, str]:
-        """The run's time and where it came from ("header", "regex" or "wall"), or None and
-        why there is none. Wall time only when no timing source is configured: it includes
-        the process's start-up, which a timing line or a regex leaves out."""
-        lines = TIME_LINE.findall(stdout)
-        if lines:
-            reported = [_number(v) for v in lines]
-            if any(v is None or not math.isfinite(v) or v < 0 for v in reported):
-                return None, f"timing line {lines[0]!r} is not a finite, non-negative number"
-            return statistics.median(reported), "header"  # type: ignore[type-var]
-        if self._regex is not None:
-            found = [_number(m.group(1)) for m in self._regex.finditer(stdout)]
-            found = [v for v in found if v is not None and math.isfinite(v) and v >= 0]
-            if not found:
-                return None, "no timing line: nothing in the output matched the time regex"
-            return statistics.median(found) * TIME_UNITS[self.spec.time_unit], "regex"
-        if self.spec.timing_header:
-            return None, (
-                "no timing line: the program includes annotune_timing.h but printed no "
-                "'annotune-time-ms:' (did it reach ANNOTUNE_TIMER_STOP?)"
-            )
-        return wall_ms, "wall"
+
+def _time(
+    spec: RunSpec, regex: re.Pattern | None, stdout: str, wall_ms: float
+) -> tuple[float | None, str]:
+    """The run's time and where it came from ("header", "regex" or "wall"), or None and
+    why there is none. Wall time only when no timing source is configured: it includes
+    the process's start-up, which a timing line or a regex leaves out."""
+    lines = TIME_LINE.findall(stdout)
+    if lines:
+        reported = [_number(v) for v in lines]
+        if any(v is None or not math.isfinite(v) or v < 0 for v in reported):
+            return None, f"timing line {lines[0]!r} is not a finite, non-negative number"
+        return statistics.median(reported), "header"  # type: ignore[type-var]
+    if regex is not None:
+        found = [_number(m.group(1)) for m in regex.finditer(stdout)]
+        found = [v for v in found if v is not None and math.isfinite(v) and v >= 0]
+        if not found:
+            return None, "no timing line: nothing in the output matched the time regex"
+        return statistics.median(found) * TIME_UNITS[spec.time_unit], "regex"
+    if spec.timing_header:
+        return None, (
+            "no timing line: the program includes annotune_timing.h but printed no "
+            "'annotune-time-ms:' (did it reach ANNOTUNE_TIMER_STOP?)"
+        )
+    return wall_ms, "wall"
+
+
+def _differs(
+    rules: OutputCheck | None, result: tuple[str, ...], reference: tuple[str, ...] | None
+) -> str:
+    """Why a run's `result` captures differ from the baseline's ("" when they agree, or when
+    there is nothing to compare)."""
+    if rules is None or reference is None:
+        return ""
+    return rules.compare(result, tuple(reference))
 
 
 def _stop(meter: EnergyMeter) -> tuple[float | None, str]:
@@ -405,48 +447,6 @@ def _stop(meter: EnergyMeter) -> tuple[float | None, str]:
     if reading.joules <= 0:
         return None, f"{meter.description} saw no energy over a run of {reading.seconds:.3g} s"
     return reading.joules, ""
-
-
-def _run_in_own_group(
-    argv: list[str], cwd: Path | None, timeout: float, env: Mapping[str, str]
-) -> tuple[int, str, str, float] | None:
-    """Run `argv` as the leader of a new process group; None if it outlived `timeout`.
-
-    Whatever the program started is killed with it, on a timeout and after a normal exit
-    alike: a forked helper would otherwise keep running (and loading the machine) after the
-    tune. Output goes to files, not pipes, so a child that inherits them cannot keep the
-    run waiting for their end.
-    """
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        started = time.perf_counter()
-        process = subprocess.Popen(
-            argv,
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=err,
-            start_new_session=True,
-        )
-        try:
-            returncode = process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return None
-        finally:
-            wall_ms = (time.perf_counter() - started) * 1e3
-            _kill_group(process)
-        return returncode, _read(out), _read(err), wall_ms
-
-
-def _kill_group(process: subprocess.Popen) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
-
-
-def _read(file) -> str:
-    file.seek(0)
-    return file.read().decode(errors="replace")
 
 
 def compile_info(build: BuildResult) -> dict:

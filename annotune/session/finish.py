@@ -12,10 +12,12 @@ from annotune import __version__
 from annotune.annotate import Problem
 from annotune.annotate.problem import kernel_only_params
 from annotune.core.diagnostics import AnnotuneError
+from annotune.core.output_check import OutputCheck
 from annotune.core.records import Number, objective_value
 from annotune.emit import render_header, tuned_header_path, write_if_changed
 from annotune.results.database import config_key
 from annotune.run.device import CPU_PREFIX
+from annotune.run.program import RunSpec
 from annotune.session.measuring import Measuring, build_iter
 from annotune.session.recheck import Verdict, recheck
 from annotune.session.report import (
@@ -233,6 +235,12 @@ def _kernel_only(problem: Problem, winner: Mapping[str, Number] | None) -> tuple
     )
 
 
+def _output_rules(m: Measuring) -> OutputCheck | None:
+    """The config's `[file.check]` the runs were checked by (program mode, checking on)."""
+    spec = getattr(m.measurer, "run_spec", None)
+    return spec.output_check if isinstance(spec, RunSpec) else None
+
+
 def _notes(
     m: Measuring, verdict: Verdict | None, drift: Drift | None, interrupted: bool, lost_all: str
 ) -> tuple:
@@ -245,6 +253,12 @@ def _notes(
         )
     elif m.baseline is None:
         notes.append("the baseline failed; outputs are not checked and no speedup is claimed")
+    rules = _output_rules(m)
+    if rules is not None and not m.baseline_failed:
+        notes.append(
+            f"outputs are checked by the config's [file.check] ({rules.described()}): a "
+            "configuration printing anything else is wrong output, never a winner"
+        )
     if verdict is not None and verdict.baseline_error:
         notes.append(
             f"the baseline failed in the final check ({verdict.baseline_error}); "

@@ -1,7 +1,8 @@
 """The measurers a tune runs its builds with on this machine: program mode (a process per
-run; the baseline's `annotune-check:` value the reference) and kernel mode (a launch in this
-process; the baseline's output arrays the reference), made by `open_measurer` from the
-`MeasureSettings` alone, so that a Ray actor can make one from what it is sent."""
+run; the baseline's `annotune-check:` value and `[file.check]` captures the reference) and
+kernel mode (a launch in this process; the baseline's output arrays the reference), made by
+`open_measurer` from the `MeasureSettings` alone, so that a Ray actor can make one from what
+it is sent."""
 
 from __future__ import annotations
 
@@ -52,11 +53,19 @@ def open_measurer(
         # Where annotune was started, unless told: input files named in arguments are found
         # where the user expects them, whatever directory the source is in.
         spec = replace(settings.run, cwd=settings.run.cwd or Path.cwd())
+        if not settings.check:  # --no-check: no output is checked, the config's rules neither
+            spec = replace(spec, output_check=None)
         runner = ProgramRunner(spec, monitor, meter)
         once = ProgramRunner(replace(spec, repeats=1, max_repeats=1), monitor, meter)
         measurer = _ProgramMeasurer(runner, once, check=settings.check, warnings=warnings)
         return measurer, settings.compiler, None
     spec = chosen_kernel(problem, settings.mode, settings.kernel)
+    if settings.run.output_check is not None:
+        warnings += (
+            "[file.check] applies to program mode only: kernel mode checks the kernel's output "
+            "arrays against the baseline's, and the program's output is not read (--mode "
+            "program runs the program and checks its output)",
+        )
     warnings = warnings + fill_notes(spec)  # the __constant__ variables the host would set
     backend = resources.enter_context(select_backend(settings.backend))
 
@@ -105,7 +114,8 @@ def run_environment(spec: RunSpec | KernelSpec, params: Mapping[str, Number]) ->
 
 
 class _ProgramMeasurer:
-    """Program mode: the baseline's `annotune-check:` value is every other run's reference."""
+    """Program mode: the baseline's `annotune-check:` value and `[file.check]`'s `result`
+    captures are every other run's reference."""
 
     def __init__(self, runner: ProgramRunner, once: ProgramRunner, *, check: bool, warnings: tuple):
         self.runner = runner
@@ -139,6 +149,9 @@ class _ProgramMeasurer:
     def adopt_baseline(self, measurement: Measurement, rebuild: Callable[[], BuildResult]) -> None:
         if self.check and measurement.status == "ok":
             self.runner.reference = self.once.reference = measurement.compile_info.get("check")
+            result = measurement.compile_info.get("result")
+            captured = tuple(map(str, result)) if result is not None else None
+            self.runner.reference_result = self.once.reference_result = captured
 
 
 class _KernelMeasurer:

@@ -342,6 +342,7 @@ def _run_spec(given: TuneArguments, problem: Problem) -> RunSpec:
             args=_args(problem, given.args or settings.args),
             timing_header=problem.timing_header,
             env=_env(problem),
+            output_check=problem.settings.output_check,
             **{name: value for name, value in chosen.items() if value is not None},
         )
     except (ValueError, TypeError) as error:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from annotune.annotate import Problem, read_problem
 from annotune.annotate.problem import chosen_kernel
-from annotune.annotate.summary import require_legal
+from annotune.annotate.summary import require_checked, require_legal
 from annotune.emit import check_headers_writable
 from annotune.run.device import gpu_name
 from annotune.session.distributed import tune_devices
@@ -55,6 +55,8 @@ def tune(
     declared kernel (`annotune.annotate.problem.chosen_kernel`).
     """
     chosen_kernel(problem, options.mode, options.kernel)
+    if not kernel_mode(problem, options.mode):
+        require_checked(problem)  # a launch a variant rewrites alone would compute less
     if options.ray:
         (report,) = tune_devices(problem, options, on_progress, one_kind=True)
         return report

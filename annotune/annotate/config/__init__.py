@@ -17,6 +17,9 @@
     [file.env]                         # optional: set for every run
     OMP_PROC_BIND = "close"
     OMP_NUM_THREADS = "{THREADS}"      # a parameter's value: the variable is tuned
+    [file.check]                       # optional: what a correct run prints (program mode)
+    expect = '^PASS$'                  # every run's output must match; reject: must not
+    result = 'checksum = (\\S+)'       # captures compared with the baseline's (rtol: numbers)
     [[file.kernel]]                    # optional: kernel mode's launch (annotate.kernels)
     name = "mm2_kernel1"
     grid = "NJ / DIM_THREAD_BLOCK_X, NI / DIM_THREAD_BLOCK_Y"
@@ -34,7 +37,8 @@ key is checked, in every `[[file]]`: a misspelt one would otherwise be ignored w
 
 The rooms: finding and trusting a config (`trust`), the TOML with positions (`located_toml`),
 the entries and their keys (`entries`), an entry's typed values (`values`), the compile
-command (`command`), the run settings (`settings`), the kernels declared (`kernel_tables`), and
+command (`command`), the run settings (`settings`), the output's rules (`output_rules`), the
+kernels declared (`kernel_tables`), and
 what comes of it all (`records`).
 """
 

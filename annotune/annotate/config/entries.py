@@ -14,6 +14,7 @@ from annotune.annotate.config.command import (
     with_defines,
 )
 from annotune.annotate.config.kernel_tables import kernel_tables
+from annotune.annotate.config.output_rules import CHECK_KEYS
 from annotune.annotate.config.records import ClausePlace, ConfigParam, FileConfig
 from annotune.annotate.config.settings import run_settings
 from annotune.annotate.config.values import C_NAME, quoted_key, resolved, string_list, table_value
@@ -39,6 +40,7 @@ _FILE_KEYS = {
     "repeats",
     "warmup",
     "kernel",
+    "check",
 }
 _PARAM_KEYS = {
     *("domain", "default", "clause", "launch", "arg", "dim3", "line", "function", "independent")
@@ -102,6 +104,8 @@ def _checked_entries(data: dict, where: Positions, top: tuple) -> list[dict]:
         for name, spec in params.items() if isinstance(params, dict) else ():
             if isinstance(spec, dict):
                 _known_keys(spec, _PARAM_KEYS, where, (*at, "params", name), f"parameter {name}")
+        if isinstance(entry.get("check"), dict):
+            _known_keys(entry["check"], CHECK_KEYS, where, (*at, "check"), "[file.check]")
         kernels = entry.get("kernel", [])
         for number, kernel in enumerate(kernels if isinstance(kernels, list) else ()):
             if isinstance(kernel, dict):

@@ -1,6 +1,7 @@
 """How the program runs, from its `[[file]]` entry: its arguments, where it runs (`run_dir`), in
 what environment (`[file.env]`, a `{NAME}` in a value a parameter's), how its time is read
-(`time_regex`, `time_unit`), and run limits (`timeout`, `repeats`, `warmup`)."""
+(`time_regex`, `time_unit`), run limits (`timeout`, `repeats`, `warmup`), and what a correct
+run prints (`[file.check]`, `output_rules`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import math
 import re
 from pathlib import Path
 
+from annotune.annotate.config.output_rules import output_check
 from annotune.annotate.config.values import C_NAME, resolved, string_list, table_value
 from annotune.annotate.problem import EnvSetting, RunSettings
 from annotune.core.diagnostics import AnnotuneError
@@ -70,6 +72,7 @@ def run_settings(
         time_unit=unit,
         run_dir=_run_dir(entry, base, where, at),
         env=_env(entry, where, at),
+        output_check=output_check(entry, where, at),
         **numbers,
     )
 
