@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -243,23 +243,7 @@ def header_env(text: str, path: str) -> dict[str, str]:
     its order; {} for a header without (older, or a source whose config sets none).
     AnnotuneError at the line of a macro whose value is not a string literal annotune reads
     (plain characters, octal escapes, `\\"` and `\\\\`) or not UTF-8."""
-    env: dict[str, str] = {}
-    for number, line in enumerate(text.splitlines(), start=1):
-        define = _ENV_DEFINE.fullmatch(line)
-        if define is None:
-            continue
-        literal = _STRING.fullmatch(define.group(2))
-        try:
-            if literal is None:
-                raise ValueError("not a string literal")
-            env[define.group(1)] = _string_value(literal.group(1))
-        except ValueError as error:  # UnicodeDecodeError too
-            raise AnnotuneError(
-                f"the environment variable {define.group(1)} of this header is "
-                f"'{define.group(2)}', which annotune cannot read ({error})",
-                Location(path, number, line.index(define.group(2)) + 1),
-            ) from None
-    return env
+    return dict(_string_macros(text, path, _ENV_DEFINE, "the environment variable"))
 
 
 _ARG_DEFINE = re.compile(
@@ -271,22 +255,10 @@ def header_args(text: str, path: str) -> list[str] | None:
     """The program's arguments a tuned header says its values are for (its `ANNOTUNE_ARG_N`
     macros, in order); None for a header without (no knob in the arguments). AnnotuneError
     at the line of one annotune cannot read."""
-    args: dict[int, str] = {}
-    for number, line in enumerate(text.splitlines(), start=1):
-        define = _ARG_DEFINE.fullmatch(line)
-        if define is None:
-            continue
-        literal = _STRING.fullmatch(define.group(2))
-        try:
-            if literal is None:
-                raise ValueError("not a string literal")
-            args[int(define.group(1))] = _string_value(literal.group(1))
-        except ValueError as error:
-            raise AnnotuneError(
-                f"the program argument {define.group(1)} of this header is "
-                f"'{define.group(2)}', which annotune cannot read ({error})",
-                Location(path, number, line.index(define.group(2)) + 1),
-            ) from None
+    args = {
+        int(index): value
+        for index, value in _string_macros(text, path, _ARG_DEFINE, "the program argument")
+    }
     if not args:
         return None
     if sorted(args) != list(range(len(args))):
@@ -295,6 +267,29 @@ def header_args(text: str, path: str) -> list[str] | None:
             Location(path, 1, 1),
         )
     return [args[index] for index in range(len(args))]
+
+
+def _string_macros(
+    text: str, path: str, pattern: re.Pattern[str], what: str
+) -> Iterator[tuple[str, str]]:
+    """(name, value) of each line of `text` that `pattern` matches, its second group a C
+    string literal; AnnotuneError at the line of one annotune cannot read."""
+    for number, line in enumerate(text.splitlines(), start=1):
+        define = pattern.fullmatch(line)
+        if define is None:
+            continue
+        literal = _STRING.fullmatch(define.group(2))
+        try:
+            if literal is None:
+                raise ValueError("not a string literal")
+            value = _string_value(literal.group(1))
+        except ValueError as error:  # UnicodeDecodeError too
+            raise AnnotuneError(
+                f"{what} {define.group(1)} of this header is "
+                f"'{define.group(2)}', which annotune cannot read ({error})",
+                Location(path, number, line.index(define.group(2)) + 1),
+            ) from None
+        yield define.group(1), value
 
 
 def _string_value(body: str) -> str:
