@@ -19,6 +19,7 @@ from annotune.annotate.grammar import parse_number
 from annotune.annotate.knobs.c_declarations import code_tokens
 from annotune.annotate.knobs.clause_knobs import add_literal_knob, narrowed
 from annotune.annotate.knobs.launch_sites import (
+    Dim3Declaration,
     Group,
     LaunchSite,
     dim3_declarations,
@@ -41,14 +42,16 @@ def add_launch_knob(collector: Collector, spec: ConfigParam, place: ClausePlace)
     found: list[tuple[SourceFile, Token]] = []
     problems: list[str] = []
     sites: list[tuple[SourceFile, LaunchSite]] = []
+    declared: dict[str, list[Dim3Declaration]] = {}  # by file: read once, for couplings too
     for source in collector.parsed.files:
         tokens = code_tokens(source)
         file_sites = launch_sites(tokens)
         sites += [(source, site) for site in file_sites]
+        declared[source.path] = dim3_declarations(tokens)
         if place.kind == "launch":
             groups = _launch_groups(collector, source, file_sites, place, problems)
         else:
-            groups = _dim3_groups(collector, source, tokens, place, problems)
+            groups = _dim3_groups(collector, source, declared[source.path], place, problems)
         for group in groups:
             literal = _literal(group)
             if literal is None:
@@ -73,7 +76,9 @@ def add_launch_knob(collector: Collector, spec: ConfigParam, place: ClausePlace)
         )
     default = parse_number(found[0][1].text)
     own = {(source.path, token.start) for source, token in found}
-    couplings = () if spec.independent else _couplings(collector, place, sites, default, own)
+    couplings = (
+        () if spec.independent else _couplings(collector, place, sites, declared, default, own)
+    )
     add_literal_knob(collector, spec, place, found, couplings)
 
 
@@ -107,13 +112,13 @@ def _launch_groups(
 def _dim3_groups(
     collector: Collector,
     source: SourceFile,
-    tokens: list[Token],
+    declarations: list[Dim3Declaration],
     place: ClausePlace,
     problems: list[str],
 ) -> list[Group]:
     """The components `place` names of the `dim3` declarations of its variable in `source`."""
     groups = []
-    for declaration in dim3_declarations(tokens):
+    for declaration in declarations:
         if declaration.name.text != place.clause:
             continue
         start = declaration.name.start
@@ -157,6 +162,7 @@ def _couplings(
     collector: Collector,
     place: ClausePlace,
     sites: list[tuple[SourceFile, LaunchSite]],
+    declared: dict[str, list[Dim3Declaration]],
     default: Number,
     own: set[tuple[str, int]],
 ) -> tuple[tuple[Location, str], ...]:
@@ -167,9 +173,6 @@ def _couplings(
     found: list[tuple[Location, str]] = []
     numbers = {default, default - 1}
     kernels: set[str] = set()
-    declared = {
-        source.path: dim3_declarations(code_tokens(source)) for source in collector.parsed.files
-    }
     for source, site in sites:
         named = any(  # a launch the knob is a literal of
             (source.path, t.start) in own for group in site.config for t in group.tokens
