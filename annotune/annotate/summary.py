@@ -5,7 +5,6 @@ scan, the builder (no `-D` for them) and the tuned header (`environment_at`) mus
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -15,7 +14,7 @@ from annotune.annotate import Problem, problem_space
 from annotune.annotate.problem import kernel_only_params
 from annotune.annotate.source import ParsedSource
 from annotune.core.diagnostics import AnnotuneError, Location
-from annotune.core.literals import value_text
+from annotune.core.literals import fill_placeholders, placeholders
 from annotune.core.records import Number
 from annotune.space import Space
 
@@ -116,7 +115,6 @@ def scan_warnings(problem: Problem, parsed: ParsedSource) -> list[tuple[Location
     return warnings
 
 
-_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")  # `{NAME}` in a `[file.env]` value
 
 
 def env_only_params(problem: Problem) -> frozenset[str]:
@@ -125,8 +123,8 @@ def env_only_params(problem: Problem) -> frozenset[str]:
     value (`THREADS` behind `OMP_NUM_THREADS = "{THREADS}"`) or program argument
     (`args = ["-wg", "{WG}"]`). A `-D` for one would change no program but split the compile
     cache: one binary serves every value."""
-    named = {name for s in problem.settings.env for name in _PLACEHOLDER.findall(s.value)}
-    named |= {name for arg in problem.settings.args for name in _PLACEHOLDER.findall(arg)}
+    named = {name for s in problem.settings.env for name in placeholders(s.value)}
+    named |= {name for arg in problem.settings.args for name in placeholders(arg)}
     return frozenset(p.name for p in problem.params if p.name in named and p.unread)
 
 
@@ -134,7 +132,7 @@ def environment_at(problem: Problem, params: Mapping[str, Number]) -> dict[str, 
     """The config's `[file.env]` with `params`' values written in for each `{NAME}`: what a
     run of this configuration is given, and what a job script must set to run it again."""
     return {
-        s.name: _PLACEHOLDER.sub(lambda m: value_text(params[m.group(1)]), s.value)
+        s.name: fill_placeholders(s.value, params)
         for s in problem.settings.env
     }
 
@@ -144,14 +142,9 @@ def arguments_at(problem: Problem, params: Mapping[str, Number]) -> list[str] | 
     None when no argument names a parameter (the arguments are then no part of the tune)."""
     args = problem.settings.args
     names = {p.name for p in problem.params}
-    if not any(name in names for arg in args for name in _PLACEHOLDER.findall(arg)):
+    if not any(name in names for arg in args for name in placeholders(arg)):
         return None
-    return [
-        _PLACEHOLDER.sub(
-            lambda m: value_text(params[m.group(1)]) if m.group(1) in params else m.group(), arg
-        )
-        for arg in args
-    ]
+    return [fill_placeholders(arg, params) for arg in args]
 
 
 def require_checked(problem: Problem) -> None:

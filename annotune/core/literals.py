@@ -10,7 +10,8 @@ not read `Y--1`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 
 from annotune.core.records import Number
 
@@ -47,3 +48,20 @@ def value_text(value: Number) -> str:
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     return str(value)
+
+
+PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
+"""`{NAME}` in a config's `[file.env]` value or program argument: a knob's value there."""
+
+
+def placeholders(text: str) -> list[str]:
+    """The names inside `{...}` in `text`."""
+    return PLACEHOLDER.findall(text)
+
+
+def fill_placeholders(text: str, params: Mapping[str, Number]) -> str:
+    """`text` with each `{NAME}` that names one of `params` replaced by its value as written
+    (`value_text`); any other left as written."""
+    return PLACEHOLDER.sub(
+        lambda m: value_text(params[m.group(1)]) if m.group(1) in params else m.group(), text
+    )

@@ -38,7 +38,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from annotune.core.literals import value_text
+from annotune.core.literals import fill_placeholders, placeholders
 from annotune.core.output_check import OutputCheck
 from annotune.core.records import (
     TRANSIENT_ERRNOS,
@@ -71,7 +71,6 @@ TIMING_VARIABLES = (
 """Variables of annotune's own environment that change a program's time (its threads, where
 they run, which GPU): every run inherits them, so their values are part of the study key."""
 
-_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 
 
 @dataclass(frozen=True)
@@ -138,18 +137,15 @@ class RunSpec:
         inherited = {name: os.environ[name] for name in TIMING_VARIABLES if name in os.environ}
         if params is None:
             return {**inherited, **dict(self.env)}
-        return {**inherited, **{name: _substitute(value, params) for name, value in self.env}}
+        return {
+            **inherited,
+            **{name: fill_placeholders(value, params) for name, value in self.env},
+        }
 
     def arguments(self, params: Mapping[str, Number]) -> list[str]:
         """The program's arguments with `params`' values for each `{NAME}` that names one
         (`args = ["-wg", "{WG}"]`: a knob the program reads at run time)."""
-        return [
-            _PLACEHOLDER.sub(
-                lambda m: value_text(params[m.group(1)]) if m.group(1) in params else m.group(),
-                arg,
-            )
-            for arg in self.args
-        ]
+        return [fill_placeholders(arg, params) for arg in self.args]
 
     def to_json(self) -> dict:
         """What changes a time: part of the results database's study key. The run directory is
@@ -175,13 +171,7 @@ class RunSpec:
         return data
 
 
-def env_placeholders(value: str) -> list[str]:
-    """The names inside `{...}` in an `env` value."""
-    return _PLACEHOLDER.findall(value)
-
-
-def _substitute(value: str, params: Mapping[str, Number]) -> str:
-    return _PLACEHOLDER.sub(lambda m: value_text(params[m.group(1)]), value)
+env_placeholders = placeholders  # the names inside `{...}` of an `env` value or argument
 
 
 @dataclass(frozen=True)

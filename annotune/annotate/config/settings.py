@@ -13,11 +13,11 @@ from annotune.annotate.config.output_rules import output_check
 from annotune.annotate.config.values import C_NAME, resolved, string_list, table_value
 from annotune.annotate.problem import EnvSetting, RunSettings
 from annotune.core.diagnostics import AnnotuneError
+from annotune.core.literals import PLACEHOLDER
 from annotune.core.toml import Positions
 
 _TIME_UNITS = ("s", "ms", "us", "ns")  # those run.program knows
 
-_ENV_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 
 
 def run_settings(
@@ -90,7 +90,7 @@ def _env(entry: dict, where: Positions, at: tuple) -> tuple[EnvSetting, ...]:
         location = where.value((*at, "env", name))
         if not isinstance(value, str):
             raise AnnotuneError(f'env {name} must be a string, e.g. {name} = "{value}"', location)
-        for found in _ENV_PLACEHOLDER.finditer(value):
+        for found in PLACEHOLDER.finditer(value):
             if not found.group(1).isidentifier():
                 raise AnnotuneError(
                     f"{found.group()} in env {name} names no parameter (write {{NAME}})",
