@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define N 1000000
-#define STEPS 40
+#define N 200000
+#define STEPS 20
 
 static double u[N], v[N];
 

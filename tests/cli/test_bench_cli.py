@@ -124,7 +124,7 @@ def gpu_group(tmp_path) -> list:
 def test_transfer_with_a_gpu_known_nowhere_warns_and_gives_every_row(cli, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     paths = gpu_group(tmp_path)
-    group = ["bench", "--transfer", *paths, "--workers", "1"]
+    group = ["bench", "--transfer", *paths, "--workers", "1", "--max-evals", "5"]
     done = cli(*group, "--repeats", "2", "--json")
     assert done.exit_code == 0, done.stderr
     rows = json.loads(done.stdout)["results"]
