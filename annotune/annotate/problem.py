@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +17,10 @@ from annotune.core.records import Number
 
 ORIGINS = ("define", "pragma", "literal", "config", "size")
 """Where a parameter was declared; "size" is a problem size fixed for one tune (`--sizes`)."""
+
+
+REWRITTEN = "rewritten by [[file.launch]]"
+"""A `Use`'s detail where a launch the config rewrites names the parameter."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +90,17 @@ class TunableParam:
         reaches the program through it (only its environment may, `[file.env]`)."""
         return self.origin == "config" and self.value_span is None and not self.uses
 
+    @property
+    def rewritten_only(self) -> bool:
+        """A config parameter only rewritten launches use (`[[file.launch]]`): no macro of the
+        program's, so neither `-D` nor a header reaches it; a copy does."""
+        return (
+            self.origin == "config"
+            and self.value_span is None
+            and bool(self.uses)
+            and all(u.detail == REWRITTEN for u in self.uses)
+        )
+
     def to_json(self) -> dict:
         return {
             "name": self.name,
@@ -95,6 +112,52 @@ class TunableParam:
             "domain": self.domain,
             "uses": [use.to_json() for use in self.uses],
         }
+
+
+_NAME_OR_STRING = re.compile(
+    r"\"(?:\\.|[^\"\\])*\"|'(?:\\.|[^'\\])*'|(?<![\w.])(?<!->)([A-Za-z_]\w*)"
+)
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """Code that must not be edited rewritten in every variant's copy with a C expression over
+    knobs (`[[file.launch]]`'s `grid = "(n + BS - 1) / BS"`): `span` the bytes written there,
+    `template` the expression, `names` the knobs it names, `what` the place as messages say it
+    ("the grid of the launch of rotate at rotate.cu:12"), `written` what the code has there."""
+
+    span: TextSpan
+    template: str
+    names: tuple[str, ...]
+    what: str
+    written: str
+
+    def text(self, literals: Mapping[str, str]) -> str:
+        """The template with each knob's name replaced by its value as C (`literals`, by name;
+        a negative one parenthesized); other names, members and strings are left as written."""
+
+        def fill(match: re.Match) -> str:
+            name = match.group(1)
+            if name is None or name not in literals:
+                return match.group(0)
+            value = literals[name]
+            return f"({value})" if value.startswith("-") else value
+
+        return _NAME_OR_STRING.sub(fill, self.template)
+
+    def to_json(self) -> dict:
+        return {
+            "what": self.what,
+            "written": self.written,
+            "template": self.template,
+            "knobs": list(self.names),
+            "file": self.span.file,
+        }
+
+
+def template_names(template: str) -> list[str]:
+    """The names a rewrite's template uses as values (not members, not inside strings)."""
+    return [m.group(1) for m in _NAME_OR_STRING.finditer(template) if m.group(1)]
 
 
 @dataclass(frozen=True)
@@ -172,6 +235,8 @@ class Problem:
     pragmas: frozenset[str] = frozenset()
     # Kernel mode only: what of the user's files NVRTC must not see (annotate.device_code).
     device_code: DeviceCode | None = None
+    # Launches of code that must not be edited, rewritten over knobs (`[[file.launch]]`).
+    rewrites: tuple[Rewrite, ...] = ()
 
     def param(self, name: str) -> TunableParam:
         for param in self.params:
@@ -188,6 +253,14 @@ def kernel_only_params(problem: Problem) -> frozenset[str]:
     meant as this knob), and a program never sees them."""
     named = {name for kernel in problem.kernels for name in kernel.names()}
     return frozenset(p.name for p in problem.params if p.unread and p.name in named)
+
+
+def rewrite_only_params(problem: Problem) -> frozenset[str]:
+    """The parameters that reach the code only through a rewrite (`[[file.launch]]`): declared
+    in the config, neither defined nor used in the user's files, every use of theirs a rewritten
+    launch. No `-D` is made of one, and a header cannot set one: only a rewritten copy
+    (`--shadow-dir`) does."""
+    return frozenset(p.name for p in problem.params if p.rewritten_only)
 
 
 def chosen_kernel(problem: Problem, mode: str, name: str | None) -> KernelSpec | None:

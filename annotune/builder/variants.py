@@ -6,7 +6,8 @@ values are one binary, run with different environments; nor does one only a kern
 names (`kernel_only_params`), which kernel mode passes to the kernel itself. An unguarded
 `#define` or a pragma literal cannot be overridden with `-D`, so those files are copied into
 the variant's directory with the default value's bytes replaced (libclang gave us their exact
-spans); the user's files are never touched.
+spans), and so is a launch the config rewrites over knobs (`Problem.rewrites`), whose knobs get
+no `-D` either; the user's files are never touched.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from annotune.annotate import Problem, TunableParam
-from annotune.annotate.problem import kernel_only_params
+from annotune.annotate.problem import kernel_only_params, rewrite_only_params
 from annotune.annotate.summary import env_only_params
 from annotune.core.command import arguments
 from annotune.core.inputs import SOURCE, read_input
@@ -67,6 +68,7 @@ def variant_source(
     defines: list[str] = []
     edits: dict[str, list[tuple[int, int, bytes]]] = {}
     elsewhere = env_only_params(problem) | kernel_only_params(problem)  # no -D reaches them
+    elsewhere |= rewrite_only_params(problem)  # a rewritten launch (below) alone sets them
     for param in problem.params:
         if param.name in elsewhere:
             continue
@@ -76,6 +78,16 @@ def variant_source(
         else:
             for span in (param.value_span, *param.more_spans):
                 edits.setdefault(span.file, []).append((span.start, span.end, value.encode()))
+    if problem.rewrites:
+        literals = {p.name: p.literal(params[p.name]) for p in problem.params if p.name in params}
+        defaults = {p.name: p.default for p in problem.params}
+        for rewrite in problem.rewrites:
+            if all(params.get(n) == defaults.get(n) for n in rewrite.names):
+                continue  # the code as written: the baseline is the user's program, byte for byte
+            text = rewrite.text(literals).encode()
+            edits.setdefault(rewrite.span.file, []).append(
+                (rewrite.span.start, rewrite.span.end, text)
+            )
     files: dict[str, bytes] = {}
     for file, data in originals.items():
         for start, end, text in sorted(edits.get(file, []), reverse=True):
@@ -95,10 +107,13 @@ def header_ignored(problem: Problem, values: Mapping[str, Number | None]) -> lis
     """The parameters whose value in a forced-include header (`values`, by name; None: not a
     number) the compiler would not see: those only a copy sets, at another value than the
     source's own."""
+    only_rewritten = rewrite_only_params(problem)
     return [
         p
         for p in problem.params
-        if needs_copy(p) and p.name in values and values[p.name] != p.default
+        if (needs_copy(p) or p.name in only_rewritten)
+        and p.name in values
+        and values[p.name] != p.default
     ]
 
 

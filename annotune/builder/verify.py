@@ -215,11 +215,12 @@ def macro_number(text: str) -> Number | None:
 def tuned_macros(params: Sequence[TunableParam], values: Mapping[str, Number]) -> list[Tuned]:
     """The macros of a configuration: every parameter but a pragma literal or a C declaration,
     neither of which is a macro, and an `unread` config parameter, which the program cannot
-    read (one set only through the environment gets no `-D` at all)."""
+    read (one set only through the environment gets no `-D` at all), or one only rewritten
+    launches name (`[[file.launch]]`), which the copy's text sets."""
     return [
         Tuned(p.name, values[p.name], p.location)
         for p in params
-        if p.origin != "literal" and not p.unread and not p.declaration
+        if p.origin != "literal" and not p.unread and not p.declaration and not p.rewritten_only
     ]
 
 

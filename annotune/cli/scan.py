@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from annotune.annotate import Problem, read_problem_and_source
-from annotune.annotate.problem import kernel_only_params
+from annotune.annotate.problem import kernel_only_params, rewrite_only_params
 from annotune.annotate.summary import (
     SpaceSummary,
     env_only_params,
@@ -53,6 +53,7 @@ def scan_json(
             {"location": location.to_json(), "message": message} for location, message in warnings
         ],
         **_output_check_json(problem),
+        **({"rewrites": [r.to_json() for r in problem.rewrites]} if problem.rewrites else {}),
     }
 
 
@@ -76,10 +77,12 @@ def _print_table(problem: Problem, summary: SpaceSummary) -> None:
         table.add_column(column, no_wrap=column in ("name", "declared at"))
     through_env = env_only_params(problem)
     through_kernel = kernel_only_params(problem)  # given to the declared kernel alone
+    through_kernel |= rewrite_only_params(problem)  # set in a rewritten launch alone
     for param in problem.params:
         where = param.location
         in_args = any(f"{{{param.name}}}" in arg for arg in problem.settings.args)
         elsewhere = ("args" if in_args else "env") if param.name in through_env else "kernel"
+        elsewhere = "launch" if param.name in rewrite_only_params(problem) else elsewhere
         table.add_row(
             param.name,
             param.domain,
@@ -106,6 +109,20 @@ def _print_table(problem: Problem, summary: SpaceSummary) -> None:
             f"({rules.described()}), the baseline's included: a configuration printing "
             "anything else is wrong output, never a winner (program mode only)",
             highlight=False,
+        )
+    if problem.rewrites:
+        stderr.print(
+            printable(
+                "note: [[file.launch]] rewrites, in a copy: "
+                + "; ".join(
+                    f"{r.what} as `{r.template.removeprefix(', ')}` (written `{r.written or '-'}`)"
+                    for r in problem.rewrites
+                )
+                + ". To ship the tuned values, compile the copies `annotune build --shadow-dir` "
+                "writes."
+            ),
+            highlight=False,
+            markup=False,
         )
     unguarded = [p.name for p in problem.params if not p.guarded and not p.declaration]
     named = [p.name for p in problem.params if p.origin == "literal" and p.declaration]

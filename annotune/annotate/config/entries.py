@@ -14,10 +14,18 @@ from annotune.annotate.config.command import (
     with_defines,
 )
 from annotune.annotate.config.kernel_tables import kernel_tables
+from annotune.annotate.config.launch_tables import launch_tables
 from annotune.annotate.config.output_rules import CHECK_KEYS
 from annotune.annotate.config.records import ClausePlace, ConfigParam, FileConfig
 from annotune.annotate.config.settings import run_settings
-from annotune.annotate.config.values import C_NAME, quoted_key, resolved, string_list, table_value
+from annotune.annotate.config.values import (
+    C_NAME,
+    narrowing,
+    quoted_key,
+    resolved,
+    string_list,
+    table_value,
+)
 from annotune.annotate.grammar import CLAUSES, PRAGMA_CLAUSES, GrammarError, parse_domain
 from annotune.core.diagnostics import AnnotuneError
 from annotune.core.inputs import CONFIG, read_text
@@ -40,6 +48,7 @@ _FILE_KEYS = {
     "repeats",
     "warmup",
     "kernel",
+    "launch",
     "check",
 }
 _PARAM_KEYS = {
@@ -140,9 +149,16 @@ def _file_config(
     compile_argv = with_defines(compile_command(entry, base, where, at), entry, where, at)
     settings = run_settings(entry, compile_argv, base, where, at)
     kernels = kernel_tables(entry, where, at)
+    launches = launch_tables(entry, where, at, base)
     if compile_argv is None:
         return FileConfig(
-            config_file, params, constraints, include_dirs, settings=settings, kernels=kernels
+            config_file,
+            params,
+            constraints,
+            include_dirs,
+            settings=settings,
+            kernels=kernels,
+            launches=launches,
         )
     view = command_view(compile_argv, source)
     for option, path in view.flags:
@@ -161,6 +177,7 @@ def _file_config(
         command_include_dirs=view.include_dirs,
         command_flags=view.flags,
         kernels=kernels,
+        launches=launches,
     )
 
 
@@ -262,22 +279,5 @@ def _clause_place(spec: dict, where: Positions, at: tuple, base: Path) -> Clause
         value = name
     if kind != "launch" and "arg" in spec:
         raise AnnotuneError("'arg' goes with 'launch'", where.key((*at, "arg")))
-    line, file = spec.get("line"), None
-    if isinstance(line, str):  # "kern.cuh:120": a line of one of the source's local headers
-        name, colon, number = line.rpartition(":")
-        if not (colon and name and number.isdigit()):
-            raise AnnotuneError(
-                f"line must be a number, or FILE:NUMBER, not {line!r}", where.value((*at, "line"))
-            )
-        file, line = resolved(base, name), int(number)
-    if line is not None and (isinstance(line, bool) or not isinstance(line, int) or line < 1):
-        raise AnnotuneError(
-            f"line must be a line number from 1, not {line!r}", where.value((*at, "line"))
-        )
-    function = spec.get("function")
-    if function is not None and (not isinstance(function, str) or not C_NAME.fullmatch(function)):
-        raise AnnotuneError(
-            f"function must be a C function's name, not {function!r}",
-            where.value((*at, "function")),
-        )
+    line, file, function = narrowing(spec, where, at, base)
     return ClausePlace(value, location, line, file, function, kind, part)

@@ -44,6 +44,21 @@ class ClausePlace:
 
 
 @dataclass(frozen=True)
+class LaunchTemplate:
+    """`[[file.launch]]`: the launches of a kernel (`place`, kind "launch", narrowed by its
+    line and function as a knob's place is) rewritten in every variant's copy with C
+    expressions over knobs: `pieces` are (argument, text, where it is written), the argument
+    "grid", "block", "shared" or "template" (then `index` says which template argument)."""
+
+    place: ClausePlace
+    pieces: tuple[tuple[str, int, str, Location], ...]
+
+    def names(self) -> str:
+        """Every piece's text, for the question "does it name this knob"."""
+        return " ".join(text for _, _, text, _ in self.pieces)
+
+
+@dataclass(frozen=True)
 class ConfigParam:
     name: str
     domain: Domain
@@ -80,3 +95,4 @@ class FileConfig:
     command_include_dirs: tuple[str, ...] = ()
     command_flags: tuple[tuple[str, str], ...] = ()
     kernels: tuple[DeclaredKernel, ...] = ()  # `[[file.kernel]]`, checked by annotate.kernels
+    launches: tuple[LaunchTemplate, ...] = ()  # `[[file.launch]]`, found by annotate.knobs

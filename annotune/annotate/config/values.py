@@ -35,3 +35,30 @@ def string_list(entry: dict, key: str, where: Positions, at: tuple) -> list[str]
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise AnnotuneError(f"'{key}' must be a list of strings", where.key((*at, key)))
     return value
+
+
+def narrowing(
+    spec: dict, where: Positions, at: tuple, base: Path
+) -> tuple[int | None, str | None, str | None]:
+    """`line` (a number, or "FILE:NUMBER" of a local header, FILE relative to the config) and
+    `function`, which narrow a place of the code to one line or one function: (line, file
+    absolute or None for the source, function)."""
+    line, file = spec.get("line"), None
+    if isinstance(line, str):  # "kern.cuh:120": a line of one of the source's local headers
+        name, colon, number = line.rpartition(":")
+        if not (colon and name and number.isdigit()):
+            raise AnnotuneError(
+                f"line must be a number, or FILE:NUMBER, not {line!r}", where.value((*at, "line"))
+            )
+        file, line = resolved(base, name), int(number)
+    if line is not None and (isinstance(line, bool) or not isinstance(line, int) or line < 1):
+        raise AnnotuneError(
+            f"line must be a line number from 1, not {line!r}", where.value((*at, "line"))
+        )
+    function = spec.get("function")
+    if function is not None and (not isinstance(function, str) or not C_NAME.fullmatch(function)):
+        raise AnnotuneError(
+            f"function must be a C function's name, not {function!r}",
+            where.value((*at, "function")),
+        )
+    return line, file, function

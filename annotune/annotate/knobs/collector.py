@@ -14,7 +14,7 @@ from annotune.annotate.knobs.pragmas import add_pragma_param
 from annotune.annotate.knobs.scan import add_define_param, scan_file
 from annotune.annotate.knobs.state import Collector
 from annotune.annotate.knobs.uses import find_uses
-from annotune.annotate.problem import Problem, RunSettings, TunableParam, Use
+from annotune.annotate.problem import REWRITTEN, Problem, Rewrite, RunSettings, TunableParam, Use
 from annotune.annotate.source import ParsedSource
 from annotune.core.diagnostics import AnnotuneError, Location
 from annotune.core.literals import c_literal
@@ -48,7 +48,9 @@ def collect(
     for name, value in (fixed or {}).items():
         _add_fixed(collector, name, value)
     uses = find_uses(parsed, set(collector.params))
-    params = tuple(_with_uses(parsed, p, uses[p.name]) for p in collector.params.values())
+    params = tuple(
+        _with_uses(parsed, p, uses[p.name], collector.rewrites) for p in collector.params.values()
+    )
     return Problem(
         source=Path(parsed.main.path),
         language=parsed.language,
@@ -60,6 +62,7 @@ def collect(
         settings=_settings(collector, config),
         timing_header=parsed.timing_header,
         pragmas=_pragma_families(parsed),
+        rewrites=tuple(collector.rewrites),
     )
 
 
@@ -111,8 +114,23 @@ def _settings(collector: Collector, config: FileConfig | None) -> RunSettings:
     return settings
 
 
-def _with_uses(parsed: ParsedSource, param: TunableParam, found: list[Use]) -> TunableParam:
+def _with_uses(
+    parsed: ParsedSource, param: TunableParam, found: list[Use], rewrites: list[Rewrite]
+) -> TunableParam:
     uses = tuple(found)
+    for rewrite in rewrites:  # a launch `[[file.launch]]` rewrites with it
+        if param.name in rewrite.names:
+            source = parsed.file(rewrite.span.file)
+            function = parsed.function_at(rewrite.span.file, rewrite.span.start)
+            uses += (
+                Use(
+                    "launch",
+                    source.location(rewrite.span.start),
+                    function.name if function else None,
+                    function.is_kernel if function else False,
+                    REWRITTEN,
+                ),
+            )
     if param.origin == "literal" and param.value_span is not None:
         function = parsed.function_at(param.location.file, param.value_span.start)
         in_launch = param.declaration in ("launch argument", "dim3 component")

@@ -13,6 +13,7 @@ from annotune.annotate.grammar import parse_number
 from annotune.annotate.knobs.c_declarations import code_tokens, declaration_kind, initializer_tokens
 from annotune.annotate.knobs.clause_knobs import add_clause_knob
 from annotune.annotate.knobs.launch_knobs import add_launch_knob
+from annotune.annotate.knobs.launch_templates import add_rewrites, find_launches, template_defaults
 from annotune.annotate.knobs.state import Collector, check_default
 from annotune.annotate.macros import Define, compiler_value, define_value
 from annotune.annotate.problem import ConstraintDecl, TunableParam
@@ -23,7 +24,12 @@ from annotune.core.records import Number
 
 
 def add_config(collector: Collector, config: FileConfig) -> None:
+    launches = find_launches(collector, config)
+    inferred = template_defaults(launches)
     for spec in config.params:
+        if _defaults_from_launch(collector, spec, inferred):
+            value, at = inferred[spec.name]  # `block = "BS"` over `256`: the code's number
+            spec = dataclasses.replace(spec, default=value, default_location=at)
         if spec.clause is not None:
             if spec.clause.kind == "clause":
                 add_clause_knob(collector, spec, spec.clause)
@@ -74,8 +80,23 @@ def add_config(collector: Collector, config: FileConfig) -> None:
                 more_spans=constant.more_spans if constant is not None else (),
             )
         )
+    add_rewrites(collector, launches)
     for expr, location in config.constraints:
         collector.constraints.append(ConstraintDecl(expr, location, origin="config"))
+
+
+def _defaults_from_launch(
+    collector: Collector, spec: ConfigParam, inferred: dict[str, tuple[Number, Location]]
+) -> bool:
+    """Whether `spec`'s default is the number a `[[file.launch]]` rewrites with it alone: no
+    place, no default of the config's, and no definition of the code's to take it from."""
+    return (
+        spec.clause is None
+        and spec.default is None
+        and spec.name in inferred
+        and spec.name not in collector.defines
+        and _constant(collector, spec) is None
+    )
 
 
 @dataclass(frozen=True)
@@ -250,7 +271,7 @@ def _not_found(collector: Collector, spec: ConfigParam, config: FileConfig) -> N
     placeholder = f"{{{spec.name}}}"
     named = any(placeholder in setting.value for setting in config.settings.env)
     named = named or any(placeholder in arg for arg in config.settings.args)
-    if named or _in_kernel_declarations(spec.name, config):
+    if named or _in_kernel_declarations(spec.name, config) or _in_launches(spec.name, config):
         return
     raise AnnotuneError(
         f"'{spec.name}' is neither a macro, a constant, nor a name the code uses in "
@@ -261,6 +282,13 @@ def _not_found(collector: Collector, spec: ConfigParam, config: FileConfig) -> N
         f'use it in the environment (OMP_NUM_THREADS = "{placeholder}") or the arguments '
         f'(args = ["-n", "{placeholder}"])',
     )
+
+
+def _in_launches(name: str, config: FileConfig) -> bool:
+    """Whether a `[[file.launch]]` of the config names `name`: a knob only a rewritten launch
+    sets (`annotate.problem.rewrite_only_params`)."""
+    word = re.compile(rf"\b{re.escape(name)}\b")
+    return any(word.search(launch.names()) for launch in config.launches)
 
 
 def _in_kernel_declarations(name: str, config: FileConfig) -> bool:

@@ -55,7 +55,7 @@ def add_launch_knob(collector: Collector, spec: ConfigParam, place: ClausePlace)
         for group in groups:
             literal = _literal(group)
             if literal is None:
-                problems.append(f"`{group.text}` at {_at(source, group.start)}")
+                problems.append(f"`{group.text}` at {site_at(source, group.start)}")
             else:
                 found.append((source, literal))
     if problems and (not found or place.line is None):
@@ -99,11 +99,11 @@ def _launch_groups(
             continue
         index = _ARGS[argument]
         if index >= len(site.config):
-            problems.append(f"absent at {_at(source, site.opening.start)}")
+            problems.append(f"absent at {site_at(source, site.opening.start)}")
             continue
-        piece = _component(site.config[index], component)
+        piece = launch_component(site.config[index], component)
         if piece is None:
-            problems.append(f"`{site.config[index].text}` at {_at(source, site.opening.start)}")
+            problems.append(f"`{site.config[index].text}` at {site_at(source, site.opening.start)}")
         else:
             groups.append(piece)
     return groups
@@ -128,7 +128,7 @@ def _dim3_groups(
         if index >= len(declaration.components):
             written = ", ".join(c.text for c in declaration.components) or "nothing"
             problems.append(
-                f"not written at {_at(source, start)} (`dim3 {place.clause}({written})`: "
+                f"not written at {site_at(source, start)} (`dim3 {place.clause}({written})`: "
                 "an absent component is 1)"
             )
             continue
@@ -136,7 +136,7 @@ def _dim3_groups(
     return groups
 
 
-def _component(group: Group, component: str) -> Group | None:
+def launch_component(group: Group, component: str) -> Group | None:
     """The piece of a launch argument a component names: the argument itself (`256`, or `.x`
     of it), or one component of an inline `dim3(8, 16)`; None when it is written otherwise."""
     tokens = group.tokens
@@ -206,14 +206,14 @@ def _couplings(
         if function.name not in kernels:
             continue
         source = collector.parsed.file(function.file)
-        found += _in_kernel(source, function.start, function.end, {default}, own)
+        found += kernel_couplings(source, function.start, function.end, {default}, own)
     unique: dict[tuple[str, str], tuple[Location, str]] = {}
     for location, what in found:  # a declaration two launches name is said once
         unique.setdefault((location.file, what), (location, what))
     return tuple(unique.values())
 
 
-def _in_kernel(
+def kernel_couplings(
     source: SourceFile, start: int, end: int, numbers: set[Number], own: set[tuple[str, int]]
 ) -> list[tuple[Location, str]]:
     """`__launch_bounds__(N)` and array bounds `[N]` of the kernel's text that hold one of
@@ -241,6 +241,6 @@ def _number(token: Token) -> Number | None:
         return None
 
 
-def _at(source: SourceFile, offset: int) -> str:
+def site_at(source: SourceFile, offset: int) -> str:
     location = source.location(offset)
     return f"{location.file}:{location.line}"

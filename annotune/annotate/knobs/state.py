@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from annotune.annotate.grammar import Domain, ParamPragma, TuneComment
 from annotune.annotate.macros import Define
-from annotune.annotate.problem import ConstraintDecl, TunableParam
+from annotune.annotate.problem import ConstraintDecl, Rewrite, TunableParam
 from annotune.annotate.source import ParsedSource, SourceFile, Token
 from annotune.core.diagnostics import AnnotuneError, Location
 from annotune.core.records import Number
@@ -27,6 +27,7 @@ class Collector:
     )  # the pragma's file, where its body starts, the body, what it says
     program_args: list[str] | None = None
     undefined: dict[str, Location] = field(default_factory=dict)  # last kept #undef, none after
+    rewrites: list[Rewrite] = field(default_factory=list)  # `[[file.launch]]`'s, in order
 
     def add(self, param: TunableParam) -> None:
         first = self.params.get(param.name)
