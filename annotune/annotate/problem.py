@@ -69,7 +69,8 @@ class TunableParam:
     uses: tuple[Use, ...] = ()
     value_span: TextSpan | None = None
     # The C declaration whose initializer sets it, rewritten in a copy: "constant" (const,
-    # constexpr, an enumerator) or "variable"; "" for a macro or a pragma literal.
+    # constexpr, an enumerator), "variable", or "assignment" (a statement `x = 256;` where no
+    # declaration initializes it); "" for a macro or a pragma literal.
     declaration: str = ""
     # Where else the same default is written: the other declarations of one C name with the
     # same initial value (a local `int threads = 256;` in each of two functions), set together.

@@ -115,8 +115,6 @@ def scan_warnings(problem: Problem, parsed: ParsedSource) -> list[tuple[Location
     return warnings
 
 
-
-
 def env_only_params(problem: Problem) -> frozenset[str]:
     """The parameters that reach the program only when it runs: declared in the config, with
     no `#define` and no use in the user's files, and named as `{NAME}` in some `[file.env]`
@@ -131,10 +129,7 @@ def env_only_params(problem: Problem) -> frozenset[str]:
 def environment_at(problem: Problem, params: Mapping[str, Number]) -> dict[str, str]:
     """The config's `[file.env]` with `params`' values written in for each `{NAME}`: what a
     run of this configuration is given, and what a job script must set to run it again."""
-    return {
-        s.name: fill_placeholders(s.value, params)
-        for s in problem.settings.env
-    }
+    return {s.name: fill_placeholders(s.value, params) for s in problem.settings.env}
 
 
 def arguments_at(problem: Problem, params: Mapping[str, Number]) -> list[str] | None:

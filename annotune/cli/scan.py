@@ -113,9 +113,10 @@ def _print_table(problem: Problem, summary: SpaceSummary) -> None:
     if problem.rewrites:
         stderr.print(
             printable(
-                "note: [[file.launch]] rewrites, in a copy: "
+                "note: rewritten in a copy ([[file.launch]], or a clause's add = true): "
                 + "; ".join(
-                    f"{r.what} as `{r.template.removeprefix(', ')}` (written `{r.written or '-'}`)"
+                    f"{r.what} as `{r.template.removeprefix(', ').strip()}`"
+                    + (f" (written `{r.written}`)" if r.written else "")
                     for r in problem.rewrites
                 )
                 + ". To ship the tuned values, compile the copies `annotune build --shadow-dir` "

@@ -26,7 +26,7 @@ from annotune.annotate.config.values import (
     string_list,
     table_value,
 )
-from annotune.annotate.grammar import CLAUSES, PRAGMA_CLAUSES, GrammarError, parse_domain
+from annotune.annotate.grammar import ADDABLE, CLAUSES, PRAGMA_CLAUSES, GrammarError, parse_domain
 from annotune.core.diagnostics import AnnotuneError
 from annotune.core.inputs import CONFIG, read_text
 from annotune.core.toml import Positions, parse_toml
@@ -52,7 +52,8 @@ _FILE_KEYS = {
     "check",
 }
 _PARAM_KEYS = {
-    *("domain", "default", "clause", "launch", "arg", "dim3", "line", "function", "independent")
+    *("domain", "default", "clause", "launch", "arg", "dim3", "line", "function", "independent"),
+    "add",
 }
 _LAUNCH_ARGS = ("grid", "block", "shared")
 _KERNEL_KEYS = {"name", *CLAUSES}
@@ -181,9 +182,7 @@ def _file_config(
     )
 
 
-def _config_param(
-    name: str, spec: object, where: Positions, at: tuple, base: Path
-) -> ConfigParam:
+def _config_param(name: str, spec: object, where: Positions, at: tuple, base: Path) -> ConfigParam:
     location = where.key(at)
     if not C_NAME.fullmatch(name):  # it becomes a -D flag and a macro in the header
         raise AnnotuneError(
@@ -222,7 +221,16 @@ def _config_param(
             "'launch' or 'dim3'",
             where.key((*at, "independent")),
         )
-    return ConfigParam(name, domain, default, location, default_at, clause, independent)
+    add = spec.get("add", False) if isinstance(spec, dict) else False
+    if not isinstance(add, bool):
+        raise AnnotuneError(f"add must be true or false, not {add!r}", where.value((*at, "add")))
+    if add and (clause is None or clause.kind != "clause" or clause.clause not in ADDABLE):
+        raise AnnotuneError(
+            "'add' adds a clause a pragma lacks: it goes with clause = one of "
+            + ", ".join(sorted(ADDABLE)),
+            where.key((*at, "add")),
+        )
+    return ConfigParam(name, domain, default, location, default_at, clause, independent, add)
 
 
 def _clause_place(spec: dict, where: Positions, at: tuple, base: Path) -> ClausePlace | None:
@@ -261,8 +269,10 @@ def _clause_place(spec: dict, where: Positions, at: tuple, base: Path) -> Clause
             raise AnnotuneError(f"launch must name a kernel, not {value!r}", location)
         part = spec.get("arg", "block")
         name, _, component = str(part).partition(".")
-        if name not in _LAUNCH_ARGS or component not in ("", "x", "y", "z") or (
-            name == "shared" and component
+        if (
+            name not in _LAUNCH_ARGS
+            or component not in ("", "x", "y", "z")
+            or (name == "shared" and component)
         ):
             raise AnnotuneError(
                 f"arg must be grid, block or shared (grid.x, block.y, ...), not {part!r}",
@@ -273,7 +283,7 @@ def _clause_place(spec: dict, where: Positions, at: tuple, base: Path) -> Clause
         named = isinstance(value, str) and C_NAME.fullmatch(name) is not None
         if not (named and dot and part in ("x", "y", "z")):
             raise AnnotuneError(
-                f"dim3 must be a dim3 variable and its component, e.g. \"block.x\", not {value!r}",
+                f'dim3 must be a dim3 variable and its component, e.g. "block.x", not {value!r}',
                 location,
             )
         value = name

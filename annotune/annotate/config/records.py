@@ -67,6 +67,7 @@ class ConfigParam:
     default_location: Location | None = None  # where `default = ...` is written
     clause: ClausePlace | None = None  # a pragma clause's literal, for code not to be edited
     independent: bool = False  # the user's word that no other number repeats the literal's
+    add: bool = False  # the clause is absent: every variant but the default adds it
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,6 @@ from annotune.core.toml import Positions
 _TIME_UNITS = ("s", "ms", "us", "ns")  # those run.program knows
 
 
-
 def run_settings(
     entry: dict, compile_argv: tuple[str, ...] | None, base: Path, where: Positions, at: tuple
 ) -> RunSettings:

@@ -21,6 +21,7 @@ from annotune.annotate.grammar.annotation import (
 from annotune.annotate.grammar.kernel_clauses import CLAUSES, DeclaredClause, DeclaredKernel
 from annotune.annotate.grammar.kernel_items import FILLS, Fill
 from annotune.annotate.grammar.pragma_clauses import (
+    ADDABLE,
     PRAGMA_CLAUSES,
     clause_literals,
     clause_of,
@@ -32,6 +33,7 @@ __all__ = [
     "DOMAIN_KINDS",
     "FILLS",
     "MAX_DOMAIN_SIZE",
+    "ADDABLE",
     "PRAGMA_CLAUSES",
     "DeclaredClause",
     "DeclaredKernel",

@@ -15,6 +15,19 @@ PRAGMA_CLAUSES = frozenset(
 """OpenMP's and OpenACC's clauses that take a number, and `#pragma unroll N` (`GCC unroll`
 too): what a config's `clause = "..."` may name."""
 
+ADDABLE = {
+    **dict.fromkeys(
+        ("num_threads", "thread_limit", "num_teams", "simdlen", "safelen", "grainsize"), "omp"
+    ),
+    "num_tasks": "omp",
+    **dict.fromkeys(
+        ("gang", "worker", "vector", "num_gangs", "num_workers", "vector_length"), "acc"
+    ),
+    "collapse": "omp acc",
+}
+"""The clauses that can be added, written `clause(N)`, and the pragmas (`#pragma omp`, `#pragma
+acc`) that take them; `schedule` and `tile` need more than a number, and are not."""
+
 
 def number_literals(words: tuple[Token, ...]) -> list[tuple[int, Token]]:
     found = []

@@ -67,8 +67,7 @@ def add_literal_knob(
                 f"{c_literal(default)} at {_literal_at(first_source, first)}, {c_literal(value)} "
                 f"at {_literal_at(source, literal)}: which is the baseline?",
                 place.location,
-                hint="name one pragma with `line` (or `function`), and another knob for the "
-                "other",
+                hint="name one pragma with `line` (or `function`), and another knob for the other",
             )
     literal_at = first_source.location(first.start)
     if spec.default is not None and spec.default != default:

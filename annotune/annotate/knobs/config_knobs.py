@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from annotune.annotate.config import ConfigParam, FileConfig
 from annotune.annotate.grammar import parse_number
+from annotune.annotate.knobs.added_clauses import add_clause
 from annotune.annotate.knobs.c_declarations import code_tokens, declaration_kind, initializer_tokens
 from annotune.annotate.knobs.clause_knobs import add_clause_knob
 from annotune.annotate.knobs.launch_knobs import add_launch_knob
@@ -31,7 +32,9 @@ def add_config(collector: Collector, config: FileConfig) -> None:
             value, at = inferred[spec.name]  # `block = "BS"` over `256`: the code's number
             spec = dataclasses.replace(spec, default=value, default_location=at)
         if spec.clause is not None:
-            if spec.clause.kind == "clause":
+            if spec.add:
+                add_clause(collector, spec, spec.clause)
+            elif spec.clause.kind == "clause":
                 add_clause_knob(collector, spec, spec.clause)
             else:
                 add_launch_knob(collector, spec, spec.clause)
@@ -231,6 +234,8 @@ def _constant(collector: Collector, spec: ConfigParam) -> _Fixed | None:
                         source.location(token.start),
                     )
                 )
+    if not found:
+        found = _assignments(collector, spec)
     if len(found) <= 1:
         return found[0] if found else None
     values = [compiler_value(f.value_tokens, collector.defines) for f in found]
@@ -245,6 +250,36 @@ def _constant(collector: Collector, spec: ConfigParam) -> _Fixed | None:
         f"({places}): annotune cannot tell which one is the knob",
         spec.location,
     )
+
+
+def _assignments(collector: Collector, spec: ConfigParam) -> list[_Fixed]:
+    """Statements that set the name to a number, where no declaration initializes it
+    (`int threads; ... threads = 256;`): each is the knob's place, as an initializer is. Only a
+    whole statement of one literal counts (`x = 256;`, not `x = n / 4;` or `x += 256;`)."""
+    found = []
+    for source in collector.parsed.files:
+        tokens = code_tokens(source)
+        for index in range(1, len(tokens) - 3):
+            name, equals, value, end = tokens[index : index + 4]
+            if (
+                name.text != spec.name
+                or name.kind != "identifier"
+                or tokens[index - 1].text not in (";", "{", "}", ")", ":")
+                or equals.text != "="
+                or value.kind != "literal"
+                or end.text != ";"
+            ):
+                continue
+            found.append(
+                _Fixed(
+                    "assignment",
+                    (value,),
+                    TextSpan(source.path, value.start, value.end),
+                    source.location(value.start),
+                    source.location(name.start),
+                )
+            )
+    return found
 
 
 def _article(noun: str) -> str:

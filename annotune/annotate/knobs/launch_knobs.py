@@ -60,7 +60,7 @@ def add_launch_knob(collector: Collector, spec: ConfigParam, place: ClausePlace)
                 found.append((source, literal))
     if problems and (not found or place.line is None):
         hint = (
-            "a name there is tuned by its declaration (`dim3 = \"NAME.x\"`, or the variable by "
+            'a name there is tuned by its declaration (`dim3 = "NAME.x"`, or the variable by '
             "its name); narrow the knob to a place with a number with `line` or `function`"
         )
         raise AnnotuneError(

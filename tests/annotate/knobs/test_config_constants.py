@@ -42,6 +42,10 @@ def project(tmp_path: Path, source: str, params: str, name: str = "k.cpp") -> Pa
         ("struct dim3 { dim3(int); };\nvoid f() { dim3 block_size (256); }", "256", "variable"),
         ("static std::size_t block_size = 256;", "256", "variable"),
         ("void f() { int n = 1, block_size = 256; }", "256", "variable"),
+        # a statement sets it where no declaration initializes it (the 46 launches HeCBench
+        # sizes so: `threads_per_block = 256;`)
+        ("void f() { int block_size; block_size = 256; }", "256", "assignment"),
+        ("int block_size;\nvoid f(int c) { if (c) block_size = 256; }", "256", "assignment"),
     ],
 )
 def test_a_constant_or_variable_is_a_knob_set_in_a_copy(tmp_path, declaration, value, kind):
@@ -64,7 +68,8 @@ def test_a_constant_or_variable_is_a_knob_set_in_a_copy(tmp_path, declaration, v
 @pytest.mark.parametrize(
     "code",
     [
-        "void f() { int block_size; block_size = 256; }",  # an assignment, not a declaration
+        "void f() { int block_size; block_size += 256; }",  # no statement of one literal
+        "void f(int n) { int block_size; block_size = n / 4; }",
         "const int *block_size = 0;",  # a pointer
         "void f(const int block_size = 256);",  # a parameter's default argument
         "typedef const int block_size;",
@@ -222,3 +227,18 @@ def test_one_name_declared_with_one_value_in_two_places_is_one_knob_set_in_both(
     variant = variant_source(problem, {"threads": 64})
     assert b"const int threads = 64;" in variant.files["k.cpp"]
     assert b"int threads = 64;" in variant.files["fill.h"]
+
+
+def test_statements_of_one_number_are_one_knob_and_of_two_numbers_an_error(tmp_path):
+    code = "int bs;\nvoid f() { bs = 256; }\nvoid g() { bs = 256; }\nint main() { return 0; }\n"
+    problem = read_problem(project(tmp_path, code, 'bs = "values(128, 256)"'))
+    written = variant_source(problem, {"bs": 128}).files["k.cpp"].decode()
+    assert written.count("bs = 128;") == 2 and "256" not in written
+    with pytest.raises(AnnotuneError, match="annotune cannot tell which one is the knob"):
+        read_problem(
+            project(
+                tmp_path,
+                code.replace("g() { bs = 256", "g() { bs = 512"),
+                'bs = "values(128, 256)"',
+            )
+        )
