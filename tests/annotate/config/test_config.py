@@ -125,7 +125,7 @@ def test_invalid_toml_is_located(tmp_path):
             "annotune.toml",
             '[[file]]\npath = "k.cu"\n[file.params.X]\ndomain = "bool"\nfrobnicate = 1\n',
             (5, 1),
-            "unknown key 'frobnicate' in parameter X (expected: arg, clause, default, dim3, "
+            "unknown key 'frobnicate' in parameter X (expected: add, arg, clause, default, dim3, "
             "domain, function, independent, launch, line)",
         ),
     ],
