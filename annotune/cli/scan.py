@@ -20,6 +20,7 @@ from annotune.annotate.summary import (
 )
 from annotune.cli.app import ConfigPath, JsonFlag, app, print_json, stderr, stdout, user_errors
 from annotune.core.diagnostics import Location, printable
+from annotune.core.literals import placeholders
 
 
 @app.command()
@@ -78,7 +79,7 @@ def _print_table(problem: Problem, summary: SpaceSummary) -> None:
     through_kernel = kernel_only_params(problem)  # given to the declared kernel alone
     for param in problem.params:
         where = param.location
-        in_args = any(f"{{{param.name}}}" in arg for arg in problem.settings.args)
+        in_args = any(param.name in placeholders(arg) for arg in problem.settings.args)
         elsewhere = ("args" if in_args else "env") if param.name in through_env else "kernel"
         table.add_row(
             param.name,
