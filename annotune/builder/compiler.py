@@ -15,7 +15,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from annotune.core.command import arguments, is_nvcc
+from annotune.core.command import (
+    arguments,
+    is_nvcc,
+    knows_options,
+    last_output_only,
+    template_mistake,
+)
 from annotune.core.diagnostics import AnnotuneError
 from annotune.core.inputs import argument_path
 from annotune.core.records import TRANSIENT_ERRNOS, KernelResources
@@ -63,10 +69,6 @@ def preset_argv(name: str, pragmas: Iterable[str] = ()) -> tuple[str, ...]:
     return template[:2] + tuple(flags) + template[2:]
 
 
-_PLACEHOLDER = re.compile(r"\{(\w+)\}")
-_KNOWN = {"source", "output", "defines", "includes"}
-
-
 @dataclass(frozen=True)
 class CompilerCommand:
     """A compile command template; `argv` is what `describe()` shows and what keys the cache.
@@ -81,16 +83,9 @@ class CompilerCommand:
     def __post_init__(self) -> None:
         if not self.argv:
             raise AnnotuneError("the compile command is empty")
-        for arg in self.argv:
-            for name in _PLACEHOLDER.findall(arg):
-                if name not in _KNOWN:
-                    raise AnnotuneError(
-                        f"unknown placeholder {{{name}}} in the compile command "
-                        f"(known: {', '.join('{' + k + '}' for k in sorted(_KNOWN))})"
-                    )
-        for required in ("{source}", "{output}"):
-            if required not in self.argv:
-                raise AnnotuneError(f"the compile command needs a {required} argument")
+        mistake = template_mistake(self.argv)  # a config's is located when it is read
+        if mistake is not None:
+            raise AnnotuneError(mistake[1])
 
     @classmethod
     def parse(cls, text: str) -> CompilerCommand:
@@ -112,6 +107,9 @@ class CompilerCommand:
     def render(
         self, source: Path, output: Path, defines: list[str], includes: list[str]
     ) -> list[str]:
+        """The command that compiles `source` to `output`. Of several `-o`, a compiler that
+        takes gcc's or nvcc's options is given the last alone, the one it would keep
+        (`last_output_only`): annotune adds `-MD` and runs it with `-E`, which refuse more."""
         expanded: list[str] = []
         for arg in self.argv:
             if arg == "{defines}":
@@ -124,7 +122,7 @@ class CompilerCommand:
                         "{output}", argument_path(output)
                     )
                 )
-        return expanded
+        return last_output_only(expanded) if knows_options(expanded[0]) else expanded
 
     def describe(self) -> str:
         return shlex.join(self.argv)

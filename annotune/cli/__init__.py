@@ -20,6 +20,7 @@ from annotune.cli.app import (
     say_interrupted,
     stop_on_sigterm,
 )
+from annotune.core.diagnostics import printable
 
 CRASH_DIR = "crash"
 """Where crash logs go, under annotune's cache directory (else the system's temp directory)."""
@@ -48,14 +49,15 @@ def main() -> None:
         _report_bug(error)
         code = EXIT_INTERNAL_ERROR
     if isinstance(code, str):  # sys.exit("message"): the message, exit 1
-        print(code, file=sys.stderr)
+        print(printable(code), file=sys.stderr)
         code = EXIT_FAILED
     sys.exit(finish_output(code or 0))
 
 
 def _report_bug(error: Exception) -> None:
     headline = (str(error).splitlines() or [""])[0][:300]
-    print(f"annotune: internal error: {type(error).__name__}: {headline}", file=sys.stderr)
+    line = f"annotune: internal error: {type(error).__name__}: {headline}"
+    print(printable(line), file=sys.stderr)
     versions = f"annotune {__version__}, Python {platform.python_version()}"
     log = write_crash_log(traceback.format_exc())
     if log is None:

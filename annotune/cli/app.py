@@ -32,7 +32,7 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 from typer.main import get_command_from_info, get_command_name
 
-from annotune.core.diagnostics import AnnotuneError, printable
+from annotune.core.diagnostics import AnnotuneError, encodable, printable
 from annotune.core.render import render
 
 if TYPE_CHECKING:
@@ -282,7 +282,7 @@ class _LazyGroup(TyperGroup):
             return super().invoke(ctx)
         except typer.BadParameter as error:
             with suppress(OutputFailed):
-                print(f"annotune: error: {error.format_message()}", file=sys.stderr)
+                print(printable(f"annotune: error: {error.format_message()}"), file=sys.stderr)
             raise typer.Exit(code=EXIT_BAD_INPUT) from None
         except KeyboardInterrupt:
             say_interrupted()
@@ -346,35 +346,62 @@ def __getattr__(name: str) -> Console:
     """`stdout` and `stderr`, the rich consoles of tables and progress, made on first import
     (`from annotune.cli.app import stdout`). Tables keep a readable width when piped into a file
     or a CI log. Markup is off: device names, paths, parameter values and compiler messages are
-    printed as they are, and `[/]` in one is text, not a MarkupError; styles come as `Text`.
+    printed as they are, and `[/]` or `[bold]` in one is text, not a MarkupError or a style;
+    styles come as `Text`. Every piece of text they print is `printable` (`_ShownConsole`).
     Any other name (the import system asks for `__path__`) imports nothing."""
     if name not in ("stdout", "stderr"):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from rich.console import Console
-
+    shown_console = _shown_console()
     if name == "stdout":
-        console = Console(
+        console = shown_console(
             file=_Printable("stdout"),
             soft_wrap=True,
             markup=False,
             width=None if sys.stdout.isatty() else 160,
         )
     else:
-        console = Console(file=_Printable("stderr"), stderr=True, soft_wrap=True, markup=False)
+        console = shown_console(
+            file=_Printable("stderr"), stderr=True, soft_wrap=True, markup=False
+        )
     globals()[name] = console
     return console
+
+
+def _shown_console() -> type[Console]:
+    """A rich Console whose every text is `printable`, whichever way it came: a string (made
+    printable before it is laid out, so a table's columns fit it) or a `Text` or a table cell
+    (each segment as it is rendered). A file named `k\\x1b[2J.c` in scan's table, or an
+    OSC sequence in `ANNOTUNE_DEVICE` in a report, is shown escaped, never acted on by the
+    terminal, however the command formatted it; the console's own control segments (a
+    progress bar moving the cursor) and styles, added after, are kept."""
+    from rich.console import Console
+    from rich.segment import Segment
+
+    class ShownConsole(Console):
+        def render_str(self, text: str, **options: Any) -> Any:
+            return super().render_str(printable(text), **options)
+
+        def render(self, renderable: Any, options: Any = None) -> Iterator[Segment]:
+            for segment in super().render(renderable, options):
+                if segment.control or segment.text.isascii() and segment.text.isprintable():
+                    yield segment
+                else:
+                    yield Segment(printable(segment.text), segment.style)
+
+    return ShownConsole
 
 
 class _Printable:
     """A console's stream: whatever `sys.stdout` or `sys.stderr` is when it writes (a test
     swaps them), with a file name's bytes that are not UTF-8 written as escapes (`k\\xff.c`,
-    `printable`) instead of failing to encode."""
+    `encodable`) instead of failing to encode. Only those: what a console writes holds its
+    own styles' escape sequences, each name in it already `printable`."""
 
     def __init__(self, name: str) -> None:
         self._name = name
 
     def write(self, text: str) -> int:
-        return getattr(sys, self._name).write(printable(text))
+        return getattr(sys, self._name).write(encodable(text))
 
     def __getattr__(self, attribute: str) -> Any:
         return getattr(getattr(sys, self._name), attribute)

@@ -48,7 +48,7 @@ import typer
 
 from annotune.cli.app import JsonFlag, app, print_json, user_errors
 from annotune.cli.params import GpusOption, device_name, output_dir, output_file
-from annotune.core.diagnostics import AnnotuneError, Location
+from annotune.core.diagnostics import AnnotuneError, Location, printable
 from annotune.core.files import refuse_overwrite
 from annotune.emit import header_args, tuned_header_path, write_if_changed
 from annotune.emit.shadow import recorded_compile
@@ -223,7 +223,9 @@ def _print_per_arch(header: ArchHeader, out: Path, changed: bool) -> None:
 
 
 def _say(line: str) -> None:
-    print(line, file=sys.stderr)
+    """A warning or a note on stderr, `printable`: it names the source, the device (from
+    `--device` or `$ANNOTUNE_DEVICE`, which may hold anything) and the headers' paths."""
+    print(printable(line), file=sys.stderr)
 
 
 def _refuse_inputs(

@@ -20,6 +20,7 @@ from annotune.annotate.summary import (
 )
 from annotune.cli.app import ConfigPath, JsonFlag, app, print_json, stderr, stdout, user_errors
 from annotune.core.diagnostics import Location, printable
+from annotune.core.literals import placeholders
 
 
 @app.command()
@@ -80,7 +81,7 @@ def _print_table(problem: Problem, summary: SpaceSummary) -> None:
     through_kernel |= rewrite_only_params(problem)  # set in a rewritten launch alone
     for param in problem.params:
         where = param.location
-        in_args = any(f"{{{param.name}}}" in arg for arg in problem.settings.args)
+        in_args = any(param.name in placeholders(arg) for arg in problem.settings.args)
         elsewhere = ("args" if in_args else "env") if param.name in through_env else "kernel"
         elsewhere = "launch" if param.name in rewrite_only_params(problem) else elsewhere
         table.add_row(

@@ -280,6 +280,59 @@ def reports_resources(argv: Sequence[str]) -> bool:
     return False
 
 
+# --- a compile command template ----------------------------------------------------------
+
+TEMPLATE_PLACEHOLDERS = ("defines", "includes", "output", "source")
+"""What annotune fills in a compile command: the variant's source and program, its `-D` flags
+and include directories."""
+
+_TEMPLATE_PLACEHOLDER = re.compile(r"\{(\w+)\}")
+
+
+def template_mistake(argv: Sequence[str]) -> tuple[int | None, str] | None:
+    """What is wrong with a compile command template (not a preset's name), as the index of
+    the argument at fault (None: the command as a whole) and a message; None when nothing is.
+    One reading for the config, which locates it (FILE:LINE:COL of `compile`), and for
+    `--compile` and the builder, which cannot. A `{source}` and an `{output}` are needed, no
+    other placeholder is known, and the program must be written where the last `-o` says (a
+    compiler that takes gcc's or nvcc's options keeps the last of several): `-o {output}
+    -o prog` writes `prog`, where annotune would find no program."""
+    for index, arg in enumerate(argv):
+        for name in _TEMPLATE_PLACEHOLDER.findall(arg):
+            if name not in TEMPLATE_PLACEHOLDERS:
+                known = ", ".join("{" + k + "}" for k in TEMPLATE_PLACEHOLDERS)
+                return index, (
+                    f"unknown placeholder {{{name}}} in the compile command (known: {known})"
+                )
+    for required in ("{source}", "{output}"):
+        if required not in argv:
+            return None, f"the compile command needs a {required} argument"
+    if knows_options(argv[0]):
+        outputs = [argument for argument in arguments(argv) if argument.kind == "output"]
+        if outputs and "{output}" in values(argv, "output") and outputs[-1].value != "{output}":
+            return outputs[-1].index, (
+                f"the compiler writes its program where the last -o says ({outputs[-1].value}), "
+                "not to {output}, where annotune reads it: make `-o {output}` the last -o"
+            )
+    return None
+
+
+def last_output_only(argv: Sequence[str]) -> list[str]:
+    """`argv` with every output option (`-o FILE`, `--output-file=FILE`) but the last left
+    out: what gcc's, clang's and nvcc's drivers do with several (the last wins). Run as
+    written, a second `-o` breaks what annotune adds: cc1 refuses it with `-E` ("output
+    filename specified twice") and with `-MD` ("too many filenames given")."""
+    outputs = [argument for argument in arguments(argv) if argument.kind == "output"]
+    if len(outputs) < 2:
+        return list(argv)
+    dropped = {argument.index for argument in outputs[:-1]}
+    kept = [argv[0]]
+    for argument in arguments(argv):
+        if argument.index not in dropped:
+            kept += argument.args
+    return kept
+
+
 # --- response files ------------------------------------------------------------------------
 
 

@@ -50,18 +50,48 @@ def value_text(value: Number) -> str:
     return str(value)
 
 
-PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
-"""`{NAME}` in a config's `[file.env]` value or program argument: a knob's value there."""
+_PIECE = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
+"""`{NAME}` in a config's `[file.env]` value or program argument is a knob's value there.
+What a brace of such a text is part of: an escape (`{{` is a literal `{`, `}}` a `}`), a
+`{...}`, or (a lone `{` or `}`) nothing: a mistake."""
+
+
+def placeholder_mistake(text: str, what: str) -> tuple[int, str] | None:
+    """The first brace of `text` (`what`: "env X") that is no part of a `{NAME}` or of an
+    escape (`{{`, `}}`), as its offset and what is wrong; None when there is none. `{T` left
+    open would reach the program as written, `{T}` never filled; a `{...}` that holds no name
+    is one too."""
+    for piece in _PIECE.finditer(text):
+        found = piece.group()
+        if found == "{":
+            message = f"'{{' in {what} opens a placeholder that no '}}' closes"
+        elif found == "}":
+            message = f"'}}' in {what} closes no placeholder"
+        elif found in ("{{", "}}") or piece.group(1).isidentifier():
+            continue
+        else:
+            message = f"{found} in {what} names no parameter"
+        return piece.start(), message + " (write {NAME}; a literal brace twice: {{ or }})"
+    return None
 
 
 def placeholders(text: str) -> list[str]:
-    """The names inside `{...}` in `text`."""
-    return PLACEHOLDER.findall(text)
+    """The names inside `{...}` in `text`, escapes (`{{`, `}}`) aside."""
+    return [piece.group(1) for piece in _PIECE.finditer(text) if piece.group(1) is not None]
 
 
-def fill_placeholders(text: str, params: Mapping[str, Number]) -> str:
+def fill_placeholders(
+    text: str, params: Mapping[str, Number], *, unescape: bool = True
+) -> str:
     """`text` with each `{NAME}` that names one of `params` replaced by its value as written
-    (`value_text`); any other left as written."""
-    return PLACEHOLDER.sub(
-        lambda m: value_text(params[m.group(1)]) if m.group(1) in params else m.group(), text
-    )
+    (`value_text`), each escape by its brace (`{{` is `{`); any other left as written. With
+    `unescape` false the escapes stay too: a text filled in part now (a size) and in full
+    later, whose `{{X}}` must not become a `{X}` the second fill takes for a placeholder."""
+    return _PIECE.sub(lambda m: _filled(m, params, unescape), text)
+
+
+def _filled(piece: re.Match, params: Mapping[str, Number], unescape: bool) -> str:
+    name = piece.group(1)
+    if name is not None:
+        return value_text(params[name]) if name in params else piece.group()
+    return piece.group()[0] if unescape and piece.group() in ("{{", "}}") else piece.group()

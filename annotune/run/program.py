@@ -38,7 +38,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from annotune.core.literals import fill_placeholders, placeholders
+from annotune.core.literals import fill_placeholders, placeholder_mistake, placeholders
 from annotune.core.output_check import OutputCheck
 from annotune.core.records import (
     TRANSIENT_ERRNOS,
@@ -117,9 +117,9 @@ class RunSpec:
         for name, value in self.env:
             if not name or "=" in name or "\0" in name + value:
                 raise ValueError(f"{name!r} cannot be an environment variable's name")
-            for placeholder in env_placeholders(value):
-                if not placeholder.isidentifier():
-                    raise ValueError(f"{{{placeholder}}} in {name} names no parameter")
+            mistake = placeholder_mistake(value, name)
+            if mistake is not None:
+                raise ValueError(mistake[1])
 
     @property
     def sampling(self) -> Sampling:

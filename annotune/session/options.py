@@ -19,6 +19,7 @@ from annotune.annotate.problem import RunSettings, chosen_kernel
 from annotune.builder import CompilerCommand
 from annotune.builder.nvrtc import nvrtc_unavailable, start_pool
 from annotune.core.diagnostics import AnnotuneError
+from annotune.core.literals import placeholder_mistake
 from annotune.core.records import OBJECTIVES, Number
 from annotune.run.program import RunSpec, env_placeholders
 from annotune.search import TRANSFER_STRATEGIES
@@ -368,6 +369,9 @@ def _args(problem: Problem, args: tuple[str, ...]) -> tuple[str, ...]:
     misspelt one would reach the program as written, without a word)."""
     names = [p.name for p in problem.params]
     for arg in args:
+        mistake = placeholder_mistake(arg, f"the program's argument {arg!r}")
+        if mistake is not None:  # a config's are located when read; `--arg`'s are not
+            raise AnnotuneError(mistake[1])
         for name in env_placeholders(arg):
             if name not in names:
                 raise AnnotuneError(

@@ -20,6 +20,7 @@ from annotune.annotate import Problem, read_problem, read_problem_and_source
 from annotune.annotate.knobs import defined_number
 from annotune.annotate.summary import require_legal
 from annotune.core.diagnostics import AnnotuneError
+from annotune.core.literals import fill_placeholders, placeholders
 from annotune.emit import tuned_header_path, write_if_changed
 from annotune.emit.sizes import SizeEntry, SizeTable, render_size_header
 from annotune.session.measurers import run_environment
@@ -143,7 +144,7 @@ def _read_sized(
     require_legal(problem)
     param = problem.param(name)
     args = given.args or problem.settings.args
-    if any(f"{{{name}}}" in arg for arg in args):
+    if any(name in placeholders(arg) for arg in args):
         if not param.guarded:
             raise AnnotuneError(
                 f"{name} is a program argument ({{{name}}} in the arguments) and an unguarded "
@@ -172,8 +173,9 @@ def _read_sized(
 
 def _options(problem: Problem, given: TuneArguments, name: str, size: int) -> TuneOptions:
     options = tune_options(problem, given)
-    placeholder = f"{{{name}}}"
-    args = tuple(arg.replace(placeholder, str(size)) for arg in options.run.args)
+    args = tuple(
+        fill_placeholders(arg, {name: size}, unescape=False) for arg in options.run.args
+    )
     return dataclasses.replace(
         options, run=dataclasses.replace(options.run, args=args), write_header=False
     )

@@ -151,3 +151,21 @@ def test_the_configs_include_directories_reach_the_compiler(tmp_path):
     (built,) = builder.build([{"B": 4}])
     assert built.ok, built.error
     assert run(built.executable).strip() == "12"
+
+
+def test_output_twice_compiles_and_is_checked_as_the_compiler_takes_it(synthetic, tmp_path):
+    """gcc takes `-o {output} -o {output}` (the last wins); annotune's `-MD` and its `-E`
+    read-back of the values would fail with both (cc1: "too many filenames given", "output
+    filename specified twice"), so the rendered command keeps the last alone."""
+    command = CompilerCommand.parse("gcc {source} -o {output} -o {output}")
+    argv = command.render(Path("a.c"), Path("a.out"), ["-DX=1"], [])
+    assert argv == ["gcc", "-DX=1", "a.c", "-o", "a.out"]
+    builder = Builder(synthetic, compiler=command, cache_dir=tmp_path / "c")
+    assert builder.verifies_values
+    (build,) = builder.build([{"X": 4, "Y": 3}])
+    assert build.ok, build.error
+    assert "X=4 Y=3" in run(build.executable)
+    with pytest.raises(AnnotuneError, match="where the last -o says"):
+        CompilerCommand.parse("gcc {source} -o {output} -o prog")
+    wrapper = CompilerCommand.parse("./wrap.sh {source} -o log -o {output}")  # not gcc's -o
+    assert wrapper.render(Path("a.c"), Path("a.out"), [], [])[-4:] == ["-o", "log", "-o", "a.out"]

@@ -356,3 +356,15 @@ def test_the_defaults_header_is_worked_out_again_when_a_file_it_comes_from_chang
     )
     assert "#define EXTRA 2" in built()
     assert built() == render_defaults_header(read_problem(project), device=device[1])
+
+
+def test_a_device_name_holding_an_osc_sequence_is_shown_escaped(
+    cli, project, tmp_path, monkeypatch
+):
+    """`ANNOTUNE_DEVICE` may hold anything (`--device` must be printable text): the warning
+    that names it must not retitle the terminal."""
+    monkeypatch.setenv(DEVICE_ENV, "gpu\x1b]0;x\x07")
+    result = cli("build", project, "-o", tmp_path / "out.h")
+    assert result.exit_code == 0, result.stderr
+    assert "\x1b" not in result.stderr and "\x07" not in result.stderr
+    assert "no tuned header for device 'gpu\\x1b]0;x\\x07'" in result.stderr

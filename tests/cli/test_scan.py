@@ -235,3 +235,16 @@ def test_a_parameter_the_environment_alone_carries_is_shown_as_env_not_as_a_d_fl
     (row,) = [line for line in result.stdout.splitlines() if "THREADS" in line]
     cells = [cell.strip() for cell in row.strip("│ ").split("│")]
     assert cells[5:] == ["env", "annotune.toml:4", "env"]
+
+
+def test_names_holding_escape_sequences_or_markup_are_shown_escaped_and_literal(cli, tmp_path):
+    """A file named `k\\x1b[2J.c` must not clear the screen of whoever scans it, nor `[bold]`
+    in a name style the table: every text the consoles print is `printable`, markup off."""
+    source = write(tmp_path, "k\x1b[2J[bold].c", "#define X 1 // @tune values(1, 2)\n")
+    result = cli("scan", source)
+    assert result.exit_code == 0, result.stderr
+    assert "\x1b" not in result.stdout
+    assert "k\\x1b[2J[bold].c: 1 tunable parameters" in result.stdout
+    assert "k\\x1b[2J[bold].c:1" in result.stdout  # the "declared at" column
+    stderr = cli("scan", write(tmp_path, "w\x1b[2J.c", SKIPPED_USE)).stderr
+    assert "\x1b" not in stderr and "w\\x1b[2J.c:1:9: warning: 'TILE'" in " ".join(stderr.split())

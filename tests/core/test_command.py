@@ -18,8 +18,10 @@ from annotune.core.command import (
     is_nvcc,
     is_source_text,
     knows_options,
+    last_output_only,
     read_option,
     reports_resources,
+    template_mistake,
     units,
     values,
 )
@@ -190,3 +192,28 @@ def test_the_builder_has_a_template_for_every_preset_name():
     from annotune.builder.compiler import PRESETS
 
     assert tuple(PRESETS) == PRESET_NAMES
+
+
+def test_several_outputs_are_the_last_as_the_drivers_take_them():
+    argv = ["gcc", "-o", "a", "k.c", "--output-file=b", "-o", "c", "-lm"]
+    assert last_output_only(argv) == ["gcc", "k.c", "-o", "c", "-lm"]
+    assert last_output_only(["gcc", "k.c", "-o", "c"]) == ["gcc", "k.c", "-o", "c"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "mistake"),
+    [
+        (["gcc", "{source}", "-o", "{output}"], None),
+        (["gcc", "{source}", "-o", "{output}", "-o", "{output}"], None),
+        (["gcc", "k.c", "-o", "{output}"], (None, "the compile command needs a {source} argument")),
+        (["gcc", "{source}", "-o", "{output}", "-o", "p"], (4, "the compiler writes its program")),
+        (["./run.sh", "{source}", "{output}", "-o", "log"], None),  # a wrapper's own -o
+        (["gcc", "{src}", "{source}", "-o", "{output}"], (1, "unknown placeholder {src}")),
+    ],
+)
+def test_a_template_is_read_once_for_the_config_and_the_builder(argv, mistake):
+    found = template_mistake(argv)
+    if mistake is None:
+        assert found is None
+    else:
+        assert found is not None and found[0] == mistake[0] and found[1].startswith(mistake[1])

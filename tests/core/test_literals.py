@@ -9,7 +9,14 @@ import pytest
 
 from annotune.annotate import read_problem
 from annotune.builder.variants import variant_source
-from annotune.core.literals import as_declared, c_literal, value_text
+from annotune.core.literals import (
+    as_declared,
+    c_literal,
+    fill_placeholders,
+    placeholder_mistake,
+    placeholders,
+    value_text,
+)
 from annotune.emit import render_header
 
 
@@ -57,3 +64,19 @@ def test_a_negative_value_reaches_the_compiler_in_parentheses(tmp_path: Path):
     source = tmp_path / "k.c"
     source.write_text("#ifndef D\n#define D 1 // @tune values(-1, 1)\n#endif\nint y = 3-D;\n")
     assert variant_source(read_problem(source), {"D": -1}).defines == ("-DD=(-1)",)
+
+
+def test_placeholders_with_escaped_braces_and_the_first_stray_brace():
+    """`{{`/`}}` are literal braces (`OMP_PLACES = "{{0:4}}"`); a brace of no `{NAME}` is a
+    mistake at its offset, never text that reaches the program as written."""
+    assert placeholders("{{0:4}}:{T}") == ["T"]
+    assert fill_placeholders("{{0:{T}}}:{U}", {"T": 4}) == "{0:4}:{U}"
+    assert fill_placeholders("{{N}}-{N}", {"N": 8}, unescape=False) == "{{N}}-8"
+    assert placeholder_mistake("{{0:4}}-{T}", "env X") is None
+    assert placeholder_mistake("a{T", "env X")[0] == 1
+    assert placeholder_mistake("a{T", "env X")[1].startswith(
+        "'{' in env X opens a placeholder that no '}' closes"
+    )
+    assert placeholder_mistake("{T}}", "env X")[0] == 3
+    assert placeholder_mistake("{a{T}", "env X")[0] == 0
+    assert "{1st} in env X names no parameter" in placeholder_mistake("{1st}", "env X")[1]

@@ -24,6 +24,7 @@ from annotune.core.command import (
     compiles_c_as_cxx,
     expand_responses,
     is_nvcc,
+    template_mistake,
 )
 from annotune.core.diagnostics import AnnotuneError, Location
 from annotune.core.inputs import SOURCE, check_input, read_input
@@ -69,7 +70,25 @@ def compile_command(entry: dict, base: Path, where: Positions, at: tuple) -> tup
             "with {source} and {output}, or leave `compile` out for the default",
             where.value((*at, "compile")),
         )
+    if len(argv) > 1 or argv[0] not in PRESET_NAMES:
+        _check_template(value, argv, where, at)
     return tuple(_absolute_args(argv, base))
+
+
+def _check_template(value: object, argv: list[str], where: Positions, at: tuple) -> None:
+    """`template_mistake` located: at the argument at fault, in the string or the list that
+    `compile` is (a string's column is where the argument is first written in it)."""
+    mistake = template_mistake(argv)
+    if mistake is None:
+        return
+    index, message = mistake
+    location = where.value((*at, "compile"))
+    if index is not None and isinstance(value, list):
+        location = where.value((*at, "compile", index))
+    elif index is not None and isinstance(value, str):
+        before = argv[:index].count(argv[index])
+        location = location.shifted(_nth_offset(value, argv[index], before))
+    raise AnnotuneError(message, location)
 
 
 def _absolute_args(argv: list[str], base: Path) -> list[str]:
@@ -93,6 +112,17 @@ def _absolute_args(argv: list[str], base: Path) -> list[str]:
         else:
             absolute += args
     return absolute
+
+
+def _nth_offset(text: str, word: str, before: int) -> int:
+    """Where `word` is written in `text` the time after `before` others (0 when not found):
+    the column of an argument of a command string, which `shlex` split without positions."""
+    offset = -1
+    for _ in range(before + 1):
+        offset = text.find(word, offset + 1)
+        if offset < 0:
+            return 0
+    return offset
 
 
 def _names_file(arg: str, base: Path) -> bool:

@@ -12,8 +12,8 @@ from pathlib import Path
 from annotune.annotate.config.output_rules import output_check
 from annotune.annotate.config.values import C_NAME, resolved, string_list, table_value
 from annotune.annotate.problem import EnvSetting, RunSettings
-from annotune.core.diagnostics import AnnotuneError
-from annotune.core.literals import PLACEHOLDER
+from annotune.core.diagnostics import AnnotuneError, Location
+from annotune.core.literals import placeholder_mistake
 from annotune.core.toml import Positions
 
 _TIME_UNITS = ("s", "ms", "us", "ns")  # those run.program knows
@@ -66,7 +66,7 @@ def run_settings(
         )
     return RunSettings(
         compile=compile_argv,
-        args=tuple(string_list(entry, "args", where, at)),
+        args=_args(entry, where, at),
         time_regex=regex,
         time_unit=unit,
         run_dir=_run_dir(entry, base, where, at),
@@ -89,14 +89,25 @@ def _env(entry: dict, where: Positions, at: tuple) -> tuple[EnvSetting, ...]:
         location = where.value((*at, "env", name))
         if not isinstance(value, str):
             raise AnnotuneError(f'env {name} must be a string, e.g. {name} = "{value}"', location)
-        for found in PLACEHOLDER.finditer(value):
-            if not found.group(1).isidentifier():
-                raise AnnotuneError(
-                    f"{found.group()} in env {name} names no parameter (write {{NAME}})",
-                    location.shifted(found.start()),
-                )
+        _check_placeholders(value, f"env {name}", location)
         settings.append(EnvSetting(name, value, location))
     return tuple(settings)
+
+
+def _args(entry: dict, where: Positions, at: tuple) -> tuple[str, ...]:
+    """`args`: strings, each brace of one part of a `{NAME}` or an escape (`{{`, `}}`)."""
+    args = string_list(entry, "args", where, at)
+    for index, arg in enumerate(args):
+        _check_placeholders(arg, f"argument {arg!r}", where.value((*at, "args", index)))
+    return tuple(args)
+
+
+def _check_placeholders(text: str, what: str, location: Location) -> None:
+    """An error at the first brace of `text` that is no part of a `{NAME}` or an escape: an
+    unclosed `{T` would otherwise reach the program as written, without a word."""
+    mistake = placeholder_mistake(text, what)
+    if mistake is not None:
+        raise AnnotuneError(mistake[1], location.shifted(mistake[0]))
 
 
 def _run_dir(entry: dict, base: Path, where: Positions, at: tuple) -> str | None:

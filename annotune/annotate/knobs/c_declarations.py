@@ -76,6 +76,8 @@ def declaration_kind(tokens: list[Token], index: int) -> str | None:
         return "constant"  # an enumerator: `enum { A = 1, B = 2 }`
     if stop in ("(", "[") or previous in ("*", "&", "&&", "::", ".", "->"):
         return None
+    if previous in ("struct", "class", "union", "enum"):  # `struct S { ... }`: a type's body
+        return None
     if not declaration or declaration[0].kind not in ("identifier", "keyword"):
         return None
     if _STATEMENT_WORDS & set(words) or (previous != "," and not _specifiers(declaration)):
@@ -97,3 +99,66 @@ def _opens_enum(tokens: list[Token], brace: int) -> bool:
             return True
         at -= 1
     return False
+
+
+_DECLARING_WORDS = frozenset(
+    ("void", "char", "short", "int", "long", "float", "double", "signed", "unsigned", "bool",
+     "_Bool", "auto", "const", "volatile", "static", "extern", "register", "inline", "constexpr",
+     "consteval", "constinit", "mutable", "thread_local", "struct", "class", "union", "enum",
+     "typename", "typedef", "restrict", "wchar_t", "char8_t", "char16_t", "char32_t")
+)  # fmt: skip
+_TYPE_WORDS = frozenset(("struct", "class", "union", "enum", "typedef", "typename"))
+_CONTROL_WORDS = frozenset(("for", "if", "while", "switch", "catch"))
+
+
+def name_role(tokens: list[Token], index: int) -> str | None:
+    """What the name at `index` is in the code when no `-D` can stand for it, as a phrase
+    ("a function", "a function parameter", ...); None where it is a use a macro can replace
+    (`a[bs]`, `return bs;`, `f(bs)`). A config knob with no `#define` and no declaration
+    annotune can rewrite becomes `-Dbs=4`, which replaces every such name: `int f(int bs)`
+    reads `int f(int 4)`, `constexpr int num_threads()` reads `constexpr int 128()`, and the
+    compiler fails at `<command-line>` on every variant. Read from the tokens alone: a name
+    after a type (`int bs`, `size_t bs`, `float *bs`) is declared there, a name before `(`
+    is a function's, one after `.`, `->` or `::` a member's."""
+    previous = tokens[index - 1].text if index else ""
+    if previous in (".", "->", "::"):
+        return "a member of a struct, class or namespace"
+    if index + 1 < len(tokens) and tokens[index + 1].text == "(":
+        return "a function"
+    if not _after_type(tokens, index):
+        return None
+    depth, at = 0, index - 1
+    while at >= 0 and tokens[at].text not in _DECLARATION_ENDS:
+        text = tokens[at].text
+        if text == "template":
+            return "a template parameter"
+        if text in _TYPE_WORDS:
+            return "a type"
+        if text in (")", "]"):
+            depth += 1
+        elif text in ("(", "[") and depth:
+            depth -= 1
+        elif text == "(":
+            before = tokens[at - 1].text if at else ""
+            return "a variable of a `for` or `if`" if before in _CONTROL_WORDS else (
+                "a function parameter"
+            )
+        at -= 1
+    return "a variable no rewrite can set (no initializer, or a pointer's or a reference's)"
+
+
+def _after_type(tokens: list[Token], index: int) -> bool:
+    """Whether the name at `index` follows a type, as a declared name does: a type's keyword
+    or a name (`int bs`, `dim3 bs`; two names never stand side by side in an expression), or
+    `*`, `&`, `&&` after one of those keywords (`const float *bs`)."""
+    at = index - 1
+    while at >= 0 and tokens[at].text in ("*", "&", "&&"):
+        at -= 1
+    if at < 0:
+        return False
+    token = tokens[at]
+    if at < index - 1:  # a pointer or reference: `a * bs` may be a product
+        return token.text in _DECLARING_WORDS
+    if token.kind == "keyword":
+        return token.text in _DECLARING_WORDS
+    return token.kind == "identifier"

@@ -11,7 +11,12 @@ from dataclasses import dataclass
 from annotune.annotate.config import ConfigParam, FileConfig
 from annotune.annotate.grammar import parse_number
 from annotune.annotate.knobs.added_clauses import add_clause
-from annotune.annotate.knobs.c_declarations import code_tokens, declaration_kind, initializer_tokens
+from annotune.annotate.knobs.c_declarations import (
+    code_tokens,
+    declaration_kind,
+    initializer_tokens,
+    name_role,
+)
 from annotune.annotate.knobs.clause_knobs import add_clause_knob
 from annotune.annotate.knobs.launch_knobs import add_launch_knob
 from annotune.annotate.knobs.launch_templates import add_rewrites, find_launches, template_defaults
@@ -20,7 +25,7 @@ from annotune.annotate.macros import Define, compiler_value, define_value
 from annotune.annotate.problem import ConstraintDecl, TunableParam
 from annotune.annotate.source import TextSpan, Token
 from annotune.core.diagnostics import AnnotuneError, Location
-from annotune.core.literals import c_literal
+from annotune.core.literals import c_literal, placeholders
 from annotune.core.records import Number
 
 
@@ -58,6 +63,8 @@ def add_config(collector: Collector, config: FileConfig) -> None:
             )
         else:
             fixed = None
+        if fixed is None and (define is None or not define.active):
+            _refuse_declared(collector, spec)  # what it would be given: -D, on every use
         default = _config_default(collector, spec, define, fixed, command_value(config, spec.name))
         if fixed is None:  # a fixed definition's value was checked against the domain there
             check_default(spec.name, spec.domain, default, spec.default_location or spec.location)
@@ -282,6 +289,31 @@ def _assignments(collector: Collector, spec: ConfigParam) -> list[_Fixed]:
     return found
 
 
+def _refuse_declared(collector: Collector, spec: ConfigParam) -> None:
+    """AnnotuneError for a config knob with no macro and no declaration a rewrite can set,
+    whose name the code declares or calls as something else (`name_role`): `-D` would
+    replace that name everywhere, and every variant would fail to compile at
+    `<command-line>`, a message that names nothing of the user's."""
+    for source in collector.parsed.files:
+        tokens = code_tokens(source)
+        for index, token in enumerate(tokens):
+            if token.kind != "identifier" or token.text != spec.name:
+                continue
+            role = name_role(tokens, index)
+            if role is None:
+                continue
+            at = source.location(token.start)
+            raise AnnotuneError(
+                f"'{spec.name}' is {role} at {at.file}:{at.line}:{at.column}, not a value a "
+                f"knob can set: -D{spec.name}=... would replace that name, and no variant "
+                "would compile",
+                spec.location,
+                hint="a knob must name a macro (a #define, or a name only -D defines), or a "
+                "constant or variable with a literal initializer that a rewrite can set "
+                f"(`const int {spec.name} = 4;`, `enum {{ {spec.name} = 4 }};`)",
+            )
+
+
 def _article(noun: str) -> str:
     return "an" if noun[0] in "aeiou" else "a"
 
@@ -304,8 +336,8 @@ def _not_found(collector: Collector, spec: ConfigParam, config: FileConfig) -> N
     the user's files and no `{NAME}` in an env value or a program argument. A -D for it would
     change nothing, and every configuration would be the same program."""
     placeholder = f"{{{spec.name}}}"
-    named = any(placeholder in setting.value for setting in config.settings.env)
-    named = named or any(placeholder in arg for arg in config.settings.args)
+    named = any(spec.name in placeholders(setting.value) for setting in config.settings.env)
+    named = named or any(spec.name in placeholders(arg) for arg in config.settings.args)
     if named or _in_kernel_declarations(spec.name, config) or _in_launches(spec.name, config):
         return
     raise AnnotuneError(

@@ -6,9 +6,14 @@ from __future__ import annotations
 from annotune.annotate.problem import Use
 from annotune.annotate.source import Directive, ParsedSource, SourceFile, Token
 
+CUDA_BUILTINS = frozenset(("threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize"))
+"""What these names are in device code: CUDA's own variables, whatever the host names so
+(`int blockDim = 256;` in `main` is no value of a kernel's `blockDim.x`)."""
+
 
 def find_uses(parsed: ParsedSource, names: set[str]) -> dict[str, list[Use]]:
-    """Every use of every parameter, in one pass over the tokens of the user's files."""
+    """Every use of every parameter, in one pass over the tokens of the user's files; in a
+    kernel or a `__device__` function, a CUDA builtin's name is none."""
     uses: dict[str, list[Use]] = {name: [] for name in names}
     for source in parsed.files:
         spans = sorted((d.hash_token.start, d.end, d) for d in source.directives)
@@ -41,6 +46,8 @@ def find_uses(parsed: ParsedSource, names: set[str]) -> dict[str, list[Use]]:
                 statement_is_dim3 = True
             if token.kind == "identifier" and token.text in uses:
                 function = parsed.function_at(source.path, token.start)
+                if token.text in CUDA_BUILTINS and function and function.runs_on_device:
+                    continue  # CUDA's `blockDim.x`, not a host variable named so
                 kind = "launch" if launch_depth or statement_is_dim3 else "code"
                 uses[token.text].append(
                     Use(

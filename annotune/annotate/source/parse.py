@@ -132,14 +132,15 @@ def _functions(tu: ci.TranslationUnit, display: dict[str, str]) -> list[Function
         if key not in display:
             continue
         if cursor.kind in kinds and cursor.is_definition():
-            is_kernel = any(c.kind == ci.CursorKind.CUDAGLOBAL_ATTR for c in cursor.get_children())
+            attributes = {c.kind for c in cursor.get_children()}
             found.append(
                 FunctionDef(
                     display[key],
                     cursor.spelling,
                     cursor.extent.start.offset,
                     cursor.extent.end.offset,
-                    is_kernel,
+                    ci.CursorKind.CUDAGLOBAL_ATTR in attributes,
+                    ci.CursorKind.CUDADEVICE_ATTR in attributes,
                 )
             )
         elif cursor.kind in (

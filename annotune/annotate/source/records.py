@@ -126,11 +126,20 @@ class TextSpan:
 
 @dataclass(frozen=True)
 class FunctionDef:
+    """A function defined in one of the user's files: bytes [start, end) of `file`; a kernel
+    (`__global__`), or device code (`__device__`, with `__host__` or without)."""
+
     file: str
     name: str
     start: int
     end: int
     is_kernel: bool
+    is_device: bool = False
+
+    @property
+    def runs_on_device(self) -> bool:
+        """Whether its body is device code, where `blockDim` and the like are CUDA's."""
+        return self.is_kernel or self.is_device
 
 
 @dataclass

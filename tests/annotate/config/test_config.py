@@ -278,6 +278,10 @@ def test_time_unit_and_the_environment_of_the_runs_are_read(tmp_path):
         ("[file.env]\nOMP_NUM_THREADS = 4", (4, 19), 'e.g. OMP_NUM_THREADS = "4"'),
         ('[file.env]\n"OMP THREADS" = "4"', (4, 1), "is not an environment variable's name"),
         ('[file.env]\nX = "a{1st}"', (4, 7), "{1st} in env X names no parameter"),
+        ('[file.env]\nX = "{T"', (4, 6), "'{' in env X opens a placeholder that no '}' closes"),
+        ('[file.env]\nX = "a}"', (4, 7), "'}' in env X closes no placeholder"),
+        ('args = ["-n", "{T"]', (3, 16), "'{' in argument '{T' opens a placeholder"),
+        ('args = ["-n", "x{}"]', (3, 17), "{} in argument 'x{}' names no parameter"),
         ("env = 3", (3, 1), "'env' must be a table"),
     ],
 )

@@ -255,3 +255,34 @@ def test_defines_mistakes_point_into_the_toml(tmp_path, lines, line, column, mes
         read_problem(source)
     where = caught.value.location
     assert (where.file, where.line, where.column) == (str(toml), line, column)
+
+
+@pytest.mark.parametrize(
+    ("compile_line", "column", "message"),
+    [
+        ('compile = "gcc -O2 k.c -o {output}"', 12, "needs a {source} argument"),
+        ('compile = "gcc {source} -o prog"', 12, "needs a {output} argument"),
+        ('compile = "gcc {src} {source} -o {output}"', 16, r"unknown placeholder \{src\}"),
+        ('compile = ["gcc", "{src}", "-o", "{output}"]', 20, r"unknown placeholder \{src\}"),
+        (
+            'compile = "gcc {source} -o {output} -o prog"',
+            37,
+            r"where the last -o says \(prog\), not to \{output\}",
+        ),
+    ],
+)
+def test_compile_template_mistakes_point_into_the_toml(tmp_path, compile_line, column, message):
+    """Found when the config is read, at `compile` (the argument at fault where one is), not
+    by the builder at the first tune, which cannot say where the command was written."""
+    source = write(tmp_path / "k.c", "#define TILE 4\nint main(void) { return TILE; }\n")
+    toml = config(tmp_path, "k.c", compile_line)
+    with pytest.raises(AnnotuneError, match=message) as caught:
+        read_problem(source)
+    where = caught.value.location
+    assert (where.file, where.line, where.column) == (str(toml), 3, column)
+
+
+def test_output_twice_as_gcc_accepts_it_is_a_template(tmp_path):
+    source = write(tmp_path / "k.c", "#define TILE 4\nint main(void) { return TILE; }\n")
+    config(tmp_path, "k.c", 'compile = "gcc {source} -o {output} -o {output}"')
+    assert read_problem(source).settings.compile[-2:] == ("-o", "{output}")

@@ -65,23 +65,53 @@ def test_a_constant_or_variable_is_a_knob_set_in_a_copy(tmp_path, declaration, v
     assert declaration.replace(value, "128") in written
 
 
-@pytest.mark.parametrize(
-    "code",
-    [
-        "void f() { int block_size; block_size += 256; }",  # no statement of one literal
-        "void f(int n) { int block_size; block_size = n / 4; }",
-        "const int *block_size = 0;",  # a pointer
-        "void f(const int block_size = 256);",  # a parameter's default argument
-        "typedef const int block_size;",
-        "int g() { int x; x = block_size; return x; }",  # only used: a -D may set it
-    ],
-)
-def test_what_is_no_declaration_with_an_initializer_keeps_the_old_meaning(tmp_path, code):
+def test_a_name_only_used_keeps_the_old_meaning(tmp_path):
     source = project(
-        tmp_path, f"{code}\nint main() {{ return 0; }}\n", 'block_size = "values(128, 256)"'
-    )
+        tmp_path,
+        "int g() { int x; x = block_size; return x; }\nint main() { return 0; }\n",
+        'block_size = "values(128, 256)"',
+    )  # only used: a -D may set it, given a default
     with pytest.raises(AnnotuneError, match="not #defined to a number"):
         read_problem(source)
+
+
+@pytest.mark.parametrize(
+    ("code", "role", "column"),
+    [
+        # a statement of one literal is its place now (test above); others are not
+        ("void f() { int block_size; block_size += 256; }", "a variable no rewrite can set", 16),
+        ("void f(int n) { int block_size; block_size = n / 4; }", "a variable no rewrite", 21),
+        ("const int *block_size = 0;", "a variable no rewrite can set", 12),
+        ("void f(const int block_size = 256);", "a function parameter", 18),
+        ("void f(int n, float *block_size) {}", "a function parameter", 22),
+        ("typedef const int block_size;", "a type", 19),
+        ("struct block_size { int x; };", "a type", 8),
+        ("constexpr int block_size() { return 128; }", "a function", 15),
+        ("int g() { return block_size(); }", "a function", 18),
+        ("template <int block_size> int g() { return block_size; }", "a template parameter", 15),
+        ("struct S { int n; } s; int g() { return s.block_size; }", "a member", 43),
+        ("int g() { for (int block_size; ;) {} return 0; }", "a variable of a `for`", 20),
+    ],
+)
+def test_a_name_no_d_flag_can_stand_for_is_refused_where_the_config_names_it(
+    tmp_path, code, role, column
+):
+    """`-Dblock_size=256` would replace each of these names (`int f(int 256)`,
+    `constexpr int 256()`): every variant would fail at `<command-line>`, naming nothing of the
+    user's. Refused when the config is read, at the knob, saying what the name is there."""
+    source = project(
+        tmp_path,
+        f"{code}\nint main() {{ return 0; }}\n",
+        'block_size = { domain = "values(128, 256)", default = 128 }',
+    )
+    with pytest.raises(AnnotuneError) as caught:
+        read_problem(source)
+    message = caught.value.message
+    assert message.startswith(f"'block_size' is {role}")
+    assert f"{source}:1:{column}, not a value a knob can set" in message
+    location = caught.value.location
+    assert (Path(location.file).name, location.line) == ("annotune.toml", 4)
+    assert "a knob must name a macro" in caught.value.hint
 
 
 def test_a_config_default_that_differs_from_the_constant_is_an_error(tmp_path):

@@ -112,19 +112,19 @@ block = "dim3(BX, BY)"
 def test_template_arguments_and_what_is_left_behind(tmp_path):
     config = """\
 [file.params]
-B = "pow2(32, 512)"
+BT = "pow2(32, 512)"
 [[file.launch]]
 kernel = "scale"
-block = "B"
-template = ["float", "B"]
+block = "BT"
+template = ["float", "BT"]
 [[file.launch]]
 kernel = "bounded"
-block = "B"
+block = "BT"
 """
     with pytest.raises(AnnotuneError, match="no launch of nothing"):
         read_problem(project(tmp_path, config.replace('kernel = "bounded"', 'kernel = "nothing"')))
     problem = read_problem(project(tmp_path, config))
-    text = variant_source(problem, {"B": 64}).files["k.cu"].decode()
+    text = variant_source(problem, {"BT": 64}).files["k.cu"].decode()
     assert "scale<float, 64><<<n / 128, 64>>>" in text and "bounded<<<n / 128, 64>>>" in text
     (param,) = problem.params
     said = sorted((c[0].line, c[1].split(" `")[0]) for c in param.couplings)
