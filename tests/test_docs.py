@@ -215,8 +215,16 @@ def _run(block: Block, run: PageRun) -> str:
 
 
 def _cases() -> list:
+    """One case per block, a page's blocks in one xdist worker (`--dist loadgroup`): a worker
+    given a later block alone runs the page's earlier ones first, and two workers sharing a
+    page would each run them."""
     return [
-        pytest.param(page, index, id=f"{page.relative_to(ROOT)}:{block.line}")
+        pytest.param(
+            page,
+            index,
+            id=f"{page.relative_to(ROOT)}:{block.line}",
+            marks=pytest.mark.xdist_group(f"docs:{page.relative_to(ROOT)}"),
+        )
         for page in PAGES
         for index, block in enumerate(runnable(page))
     ]
