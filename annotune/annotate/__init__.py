@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from annotune.annotate.config import FileConfig, find_config, load_file_config
@@ -34,23 +34,36 @@ __all__ = [
 
 
 def read_problem(
-    source: Path, *, config_path: Path | None = None, fixed: Mapping[str, Number] | None = None
+    source: Path,
+    *,
+    config_path: Path | None = None,
+    fixed: Mapping[str, Number] | None = None,
+    args: Sequence[str] | None = None,
 ) -> Problem:
     """Parse `source` (and its local headers and config entry) into a checked Problem.
 
     Without `config_path`, the nearest annotune.toml or [tool.annotune] above the source is used.
     `fixed`: problem sizes set for this tune, each a parameter of one value (`collect`).
+    `args`: the program's arguments given on the command line (`tune --arg`), which replace
+    the config's and the source's, `{NAME}` in them a knob as in the config's.
     Raises AnnotuneError, located, for every mistake.
     """
-    return read_problem_and_source(source, config_path=config_path, fixed=fixed)[0]
+    return read_problem_and_source(source, config_path=config_path, fixed=fixed, args=args)[0]
 
 
 def read_problem_and_source(
-    source: Path, *, config_path: Path | None = None, fixed: Mapping[str, Number] | None = None
+    source: Path,
+    *,
+    config_path: Path | None = None,
+    fixed: Mapping[str, Number] | None = None,
+    args: Sequence[str] | None = None,
 ) -> tuple[Problem, ParsedSource]:
     """`read_problem`, and the parsed files it came from, for tools that edit them (`lift`)."""
     check_readable(source)
     config = _file_config(source, config_path)
+    if config is not None and args is not None:  # a knob only `--arg` names is no mistake
+        settings = dataclasses.replace(config.settings, args=tuple(args))
+        config = dataclasses.replace(config, settings=settings)
     command = config or FileConfig("")  # no config: no compile command, the defaults
     language = command.language or language_of(source)
     # The compile command's -I directories are the project's as the `include` key's are; the
@@ -94,6 +107,9 @@ def read_problem_and_source(
     problem = dataclasses.replace(
         problem, kernels=kernels, include_dirs=command.include_dirs, device_code=device
     )
+    if args is not None:
+        settings = dataclasses.replace(problem.settings, args=tuple(args))
+        problem = dataclasses.replace(problem, settings=settings)
     return problem, parsed
 
 

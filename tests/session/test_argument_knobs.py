@@ -64,3 +64,21 @@ def test_a_placeholder_that_names_no_knob_is_an_error(cli, tmp_path, monkeypatch
     done = cli("tune", "wg.c", "--budget", "2")
     assert done.exit_code == 2 and "Traceback" not in done.stderr
     assert "{WGG}" in done.stderr and "names no parameter" in done.stderr
+
+
+def test_a_knob_named_only_by_arg_on_the_command_line_is_tuned_and_written(
+    cli, tmp_path, monkeypatch
+):
+    """`tune --arg -w --arg {WG}`, the config naming WG nowhere else: the knob is the
+    program's argument as if the config's `args` said so, and the header holds the winner's."""
+    project(tmp_path, "[]")
+    monkeypatch.chdir(tmp_path)
+    done = cli(
+        "tune", "wg.c", "--arg", "-w", "--arg", "{WG}", "--budget", "3", "--recheck", "0",
+        "--json",
+    )  # fmt: skip
+    assert done.exit_code == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert (report["best"]["params"], report["best"]["time"]) == ({"WG": 64}, 8.0)
+    header = next((tmp_path / "tuned").glob("*/wg.h")).read_text()
+    assert '#define ANNOTUNE_ARG_0 "-w"' in header and '#define ANNOTUNE_ARG_1 "64"' in header
