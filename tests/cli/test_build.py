@@ -358,7 +358,9 @@ def test_the_defaults_header_is_worked_out_again_when_a_file_it_comes_from_chang
     assert built() == render_defaults_header(read_problem(project), device=device[1])
 
 
-def test_a_device_name_holding_an_osc_sequence_is_shown_escaped(cli, project, tmp_path, monkeypatch):
+def test_a_device_name_holding_an_osc_sequence_is_shown_escaped(
+    cli, project, tmp_path, monkeypatch
+):
     """`ANNOTUNE_DEVICE` may hold anything (`--device` must be printable text): the warning
     that names it must not retitle the terminal."""
     monkeypatch.setenv(DEVICE_ENV, "gpu\x1b]0;x\x07")

@@ -6,7 +6,6 @@ from __future__ import annotations
 from annotune.annotate.problem import Use
 from annotune.annotate.source import Directive, ParsedSource, SourceFile, Token
 
-
 CUDA_BUILTINS = frozenset(("threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize"))
 """What these names are in device code: CUDA's own variables, whatever the host names so
 (`int blockDim = 256;` in `main` is no value of a kernel's `blockDim.x`)."""
