@@ -347,7 +347,7 @@ def __getattr__(name: str) -> Console:
     (`from annotune.cli.app import stdout`). Tables keep a readable width when piped into a file
     or a CI log. Markup is off: device names, paths, parameter values and compiler messages are
     printed as they are, and `[/]` or `[bold]` in one is text, not a MarkupError or a style;
-    styles come as `Text`. Every piece of text they print is `printable` (`_ShownConsole`).
+    styles come as `Text`. Every piece of text they print is `printable` (`_shown_console`).
     Any other name (the import system asks for `__path__`) imports nothing."""
     if name not in ("stdout", "stderr"):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -163,6 +163,29 @@ def test_preprocessor_and_launch_uses(tmp_path):
     assert kinds == [("preprocessor", None, False), ("code", "k", True), ("launch", "run", False)]
 
 
+def test_cuda_builtins_in_device_code_are_no_uses_of_a_host_variable_named_so(tmp_path):
+    """`int blockDim = 256;` in `main` is a knob; the kernel's `blockDim.x` and a device
+    function's `warpSize` are CUDA's own, not uses of it (nor of a knob named `warpSize`)."""
+    source = write(
+        tmp_path,
+        "b.cu",
+        """
+        __device__ int lane() { return threadIdx.x % warpSize + blockDim.x * 0; }
+        __global__ void fill(float *a) { a[blockIdx.x * blockDim.x + threadIdx.x] = lane(); }
+        int main() {
+          int blockDim = 256;
+          fill<<<4, blockDim>>>(0);
+          return 0;
+        }
+        """,
+    )
+    config = '[[file]]\npath = "b.cu"\n[file.params]\nblockDim = "values(128, 256)"\n'
+    write(tmp_path, "annotune.toml", config)
+    (block_dim,) = read_problem(source).params
+    uses = [(u.kind, u.function, u.location.line) for u in block_dim.uses]
+    assert uses == [("code", "main", 4), ("launch", "main", 5)]
+
+
 def test_no_parameters_is_an_error(tmp_path):
     source = write(tmp_path, "plain.c", "int main(void) { return 0; }\n")
     with pytest.raises(AnnotuneError, match="no tunable parameters"):
