@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from annotune.annotate.config import ConfigParam, FileConfig
@@ -23,7 +24,7 @@ from annotune.annotate.knobs.launch_templates import add_rewrites, find_launches
 from annotune.annotate.knobs.state import Collector, check_default
 from annotune.annotate.macros import Define, compiler_value, define_value
 from annotune.annotate.problem import ConstraintDecl, TunableParam
-from annotune.annotate.source import TextSpan, Token
+from annotune.annotate.source import SourceFile, TextSpan, Token
 from annotune.core.diagnostics import AnnotuneError, Location
 from annotune.core.literals import c_literal, placeholders
 from annotune.core.records import Number
@@ -224,23 +225,20 @@ def _constant(collector: Collector, spec: ConfigParam) -> _Fixed | None:
     `-D` would replace the name itself; a copy with the initializer rewritten sets it.
     Several declarations of the name are an error: which one is the knob is not clear."""
     found: list[_Fixed] = []
-    for source in collector.parsed.files:
-        tokens = code_tokens(source)
-        for index, token in enumerate(tokens):
-            if token.kind != "identifier" or token.text != spec.name:
-                continue
-            value = initializer_tokens(tokens, index)
-            kind = declaration_kind(tokens, index) if value is not None else None
-            if kind is not None:
-                found.append(
-                    _Fixed(
-                        kind,
-                        value,
-                        TextSpan(source.path, value[0].start, value[-1].end),
-                        source.location(value[0].start),
-                        source.location(token.start),
-                    )
+    for source, tokens, index in _named(collector, spec.name):
+        token = tokens[index]
+        value = initializer_tokens(tokens, index)
+        kind = declaration_kind(tokens, index) if value is not None else None
+        if kind is not None:
+            found.append(
+                _Fixed(
+                    kind,
+                    value,
+                    TextSpan(source.path, value[0].start, value[-1].end),
+                    source.location(value[0].start),
+                    source.location(token.start),
                 )
+            )
     if not found:
         found = _assignments(collector, spec)
     if len(found) <= 1:
@@ -264,14 +262,11 @@ def _assignments(collector: Collector, spec: ConfigParam) -> list[_Fixed]:
     (`int threads; ... threads = 256;`): each is the knob's place, as an initializer is. Only a
     whole statement of one literal counts (`x = 256;`, not `x = n / 4;` or `x += 256;`)."""
     found = []
-    for source in collector.parsed.files:
-        tokens = code_tokens(source)
-        for index in range(1, len(tokens) - 3):
+    for source, tokens, index in _named(collector, spec.name):
+        if 1 <= index < len(tokens) - 3:
             name, equals, value, end = tokens[index : index + 4]
             if (
-                name.text != spec.name
-                or name.kind != "identifier"
-                or tokens[index - 1].text not in (";", "{", "}", ")", ":")
+                tokens[index - 1].text not in (";", "{", "}", ")", ":")
                 or equals.text != "="
                 or value.kind != "literal"
                 or end.text != ";"
@@ -289,29 +284,36 @@ def _assignments(collector: Collector, spec: ConfigParam) -> list[_Fixed]:
     return found
 
 
+def _named(collector: Collector, name: str) -> Iterator[tuple[SourceFile, list[Token], int]]:
+    """Each place the code the compiler reads names `name`: the file, its code tokens and the
+    name's index among them; what a declaration, a statement or a name's role is read from."""
+    for source in collector.parsed.files:
+        tokens = code_tokens(source)
+        for index, token in enumerate(tokens):
+            if token.kind == "identifier" and token.text == name:
+                yield source, tokens, index
+
+
 def _refuse_declared(collector: Collector, spec: ConfigParam) -> None:
     """AnnotuneError for a config knob with no macro and no declaration a rewrite can set,
     whose name the code declares or calls as something else (`name_role`): `-D` would
     replace that name everywhere, and every variant would fail to compile at
     `<command-line>`, a message that names nothing of the user's."""
-    for source in collector.parsed.files:
-        tokens = code_tokens(source)
-        for index, token in enumerate(tokens):
-            if token.kind != "identifier" or token.text != spec.name:
-                continue
-            role = name_role(tokens, index)
-            if role is None:
-                continue
-            at = source.location(token.start)
-            raise AnnotuneError(
-                f"'{spec.name}' is {role} at {at.file}:{at.line}:{at.column}, not a value a "
-                f"knob can set: -D{spec.name}=... would replace that name, and no variant "
-                "would compile",
-                spec.location,
-                hint="a knob must name a macro (a #define, or a name only -D defines), or a "
-                "constant or variable with a literal initializer that a rewrite can set "
-                f"(`const int {spec.name} = 4;`, `enum {{ {spec.name} = 4 }};`)",
-            )
+    for source, tokens, index in _named(collector, spec.name):
+        token = tokens[index]
+        role = name_role(tokens, index)
+        if role is None:
+            continue
+        at = source.location(token.start)
+        raise AnnotuneError(
+            f"'{spec.name}' is {role} at {at.file}:{at.line}:{at.column}, not a value a "
+            f"knob can set: -D{spec.name}=... would replace that name, and no variant "
+            "would compile",
+            spec.location,
+            hint="a knob must name a macro (a #define, or a name only -D defines), or a "
+            "constant or variable with a literal initializer that a rewrite can set "
+            f"(`const int {spec.name} = 4;`, `enum {{ {spec.name} = 4 }};`)",
+        )
 
 
 def _article(noun: str) -> str:
@@ -338,7 +340,7 @@ def _not_found(collector: Collector, spec: ConfigParam, config: FileConfig) -> N
     placeholder = f"{{{spec.name}}}"
     named = any(spec.name in placeholders(setting.value) for setting in config.settings.env)
     named = named or any(spec.name in placeholders(arg) for arg in config.settings.args)
-    if named or _in_kernel_declarations(spec.name, config) or _in_launches(spec.name, config):
+    if named or _in_declarations(spec.name, config):
         return
     raise AnnotuneError(
         f"'{spec.name}' is neither a macro, a constant, nor a name the code uses in "
@@ -351,20 +353,13 @@ def _not_found(collector: Collector, spec: ConfigParam, config: FileConfig) -> N
     )
 
 
-def _in_launches(name: str, config: FileConfig) -> bool:
-    """Whether a `[[file.launch]]` of the config names `name`: a knob only a rewritten launch
-    sets (`annotate.problem.rewrite_only_params`)."""
+def _in_declarations(name: str, config: FileConfig) -> bool:
+    """Whether a `[[file.kernel]]` or a `[[file.launch]]` of the config names `name`: a knob
+    kernel mode gives the kernel only through its declaration (`block_sum<float, BT>`,
+    `block(BT)`; `annotate.problem.kernel_only_params`), or that only a rewritten launch sets
+    (`annotate.problem.rewrite_only_params`); neither reaches the program through a `-D`."""
     word = re.compile(rf"\b{re.escape(name)}\b")
-    return any(word.search(launch.names()) for launch in config.launches)
-
-
-def _in_kernel_declarations(name: str, config: FileConfig) -> bool:
-    """Whether a `[[file.kernel]]` of the config names `name`: a knob kernel mode gives the
-    kernel only through its declaration (`block_sum<float, BT>`, `block(BT)`), which reaches
-    no program (`annotate.problem.kernel_only_params`)."""
-    word = re.compile(rf"\b{re.escape(name)}\b")
-    return any(
-        word.search(text)
-        for kernel in config.kernels
-        for text in (kernel.name, *(piece for c in kernel.clauses for piece, _ in c.pieces))
-    )
+    texts = [launch.names() for launch in config.launches]
+    for kernel in config.kernels:
+        texts += [kernel.name, *(piece for c in kernel.clauses for piece, _ in c.pieces)]
+    return any(word.search(text) for text in texts)
