@@ -307,17 +307,22 @@ def _print_failures(failures: tuple[FailureKind, ...]) -> None:
 
 
 def report_compiles(report: CompileReport, json: bool) -> None:
-    """Print what --compile-only found; exit 1 when no configuration compiled."""
+    """Print what --compile-only found, the configurations that cannot launch among the
+    invalid ones; exit 1 when no configuration compiled (none able to launch is an error
+    before, at the declaration: `compile_configurations`)."""
     if json:
         print_json(report.to_json())
     else:
         for warning in report.warnings:
             stderr.print(f"annotune: warning: {warning}", highlight=False)
         size = "too many to count" if report.space_size is None else f"{report.space_size:,}"
+        unable = report.cannot_launch
+        tried = report.compiled + report.failed + unable
         stdout.print(
-            f"compiled      {report.compiled} of {report.compiled + report.failed} "
-            f"configurations ({size} legal) in {report.seconds:.1f} s: {report.failed} failed, "
-            f"{report.cached} from the compile cache",
+            f"compiled      {report.compiled} of {tried} configurations ({size} legal) in "
+            f"{report.seconds:.1f} s: {report.failed} failed, "
+            + (f"{unable} cannot launch on {report.arch or 'any GPU'}, " if unable else "")
+            + f"{report.cached} from the compile cache",
             markup=False,
             highlight=False,
         )
@@ -351,7 +356,8 @@ def report_compiles(report: CompileReport, json: bool) -> None:
                 highlight=False,
             )
     if not report.compiled:
-        stderr.print("annotune: error: no configuration compiled", highlight=False)
+        launch = " that can launch" if report.cannot_launch else ""
+        stderr.print(f"annotune: error: no configuration compiled{launch}", highlight=False)
         raise typer.Exit(code=EXIT_FAILED)
 
 

@@ -18,6 +18,14 @@ cannot (each such fallback counted), or with the user's compile command; NVRTC n
 architecture, so with none named it is given the oldest it knows (`NVRTC_DEFAULT_ARCH`).
 Program mode adds `-arch=sm_XY` to the program's nvcc command.
 
+In kernel mode each configuration's launch is evaluated as a launch would be
+(`run.kernel.launch_limits`): one whose grid, block or shared memory cannot be computed or
+breaks the architecture's limits is not compiled, and one whose compiled kernel needs more
+registers or shared memory than a block may have is refused once compiled; each is counted
+(`cannot_launch`) and shown with its reason, as a tune would record it. When none of the
+configurations tried can launch, that is the declaration's mistake: an AnnotuneError at the
+clause (exit 2), not a report of compiles no GPU can run.
+
 Registers, shared memory and spills are ptxas's report, which nvcc prints with `-Xptxas -v`:
 the nvcc preset has it, and a command of the user's that runs nvcc without it is given it
 (those compiles are cached apart from a tune's under the command as written). Another compiler
@@ -35,14 +43,22 @@ from pathlib import Path
 import numpy as np
 
 from annotune.annotate import Problem, problem_space, read_problem
+from annotune.annotate.kernels import KernelSpec, LaunchError
 from annotune.annotate.problem import chosen_kernel
 from annotune.annotate.summary import require_legal
 from annotune.builder import Builder, CompilerCommand, default_compiler
 from annotune.builder.compiler import sm, with_arch
 from annotune.core.command import is_nvcc, reports_resources
 from annotune.core.diagnostics import AnnotuneError
-from annotune.core.records import BuildResult, Candidates, KernelResources
+from annotune.core.records import BuildResult, Candidates, KernelResources, Number
 from annotune.results.workspace import workspace
+from annotune.run.kernel.launch_limits import (
+    LaunchLimits,
+    kernel_resources,
+    launch_limits,
+    refusal,
+    unlaunchable,
+)
 from annotune.search import create
 from annotune.session.options import (
     TuneArguments,
@@ -112,7 +128,8 @@ class CompileReport:
     cached: int  # compiled or failed before: served from the compile cache
     seconds: float  # wall time
     fallbacks: int = 0  # variants NVRTC could not compile, compiled (or failed) by nvcc
-    failures: tuple[FailureKind, ...] = ()  # the most common first
+    cannot_launch: int = 0  # kernel mode: configurations no GPU of the architecture can launch
+    failures: tuple[FailureKind, ...] = ()  # the most common first (launch_error ones too)
     fallback_reasons: tuple[FailureKind, ...] = ()  # why NVRTC could not, the most common first
     kernels: tuple[KernelRange, ...] = ()
     warnings: tuple[str, ...] = ()  # e.g. that the compile cache is not beside the source
@@ -121,6 +138,7 @@ class CompileReport:
         return {
             "compiled": self.compiled,
             "failed": self.failed,
+            "cannot_launch": self.cannot_launch,
             "transient": self.transient,
             "cached": self.cached,
             "fallbacks": self.fallbacks,
@@ -142,8 +160,10 @@ def compile_configurations(
     `tune` would, run none, and report compiles, failures and kernel resources.
 
     AnnotuneError when `arch` is not "sm_XY", `--device` names no NVIDIA GPU of the table, the
-    compile command cannot take an architecture, or kernel mode has no kernel to compile
-    (`chosen_kernel`: checked before any compile).
+    compile command cannot take an architecture, kernel mode has no kernel to compile
+    (`chosen_kernel`: checked before any compile), or none of the configurations can launch
+    the kernel (`launch_limits.unlaunchable`: those whose launch is wrong as declared, before
+    any compile).
     """
     started = time.monotonic()
     kernel = chosen_kernel(problem, options.mode, options.kernel)
@@ -163,6 +183,11 @@ def compile_configurations(
     count = len(legal) if options.budget is None else options.budget
     picks = space.to_dicts(legal[strategy.ask(count)])
     configs = [default, *(c for c in picks if c != default)][:count]
+    limits = launch_limits(capability)
+    refused = _refused(kernel, configs, limits) if kernel is not None else []
+    if kernel is not None and refused and len(refused) == len(configs):  # as declared
+        raise unlaunchable(kernel, refused, limits)  # before anything is compiled
+    tried, configs = len(configs), [c for c in configs if all(c is not r for r, _ in refused)]
     unreported = "" if nvrtc or not cuda else _unreported(options.compiler)
     with Builder(
         problem,
@@ -176,7 +201,15 @@ def compile_configurations(
         retry = [i for i, b in enumerate(builds) if b.transient]
         for i, build in zip(retry, builder.build([builds[i].params for i in retry]), strict=True):
             builds[i] = build
-    report = _report(builds, builder, capability, legal_count, time.monotonic() - started)
+    unable: list[int] = []  # the builds whose kernel cannot launch for its resources
+    if kernel is not None:
+        after = _refused_builds(kernel, builds, limits)
+        unable = [i for i, _ in after]
+        refused += [(builds[i].params, error) for i, error in after]
+        if refused and len(refused) == tried - sum(b.transient for b in builds):
+            raise unlaunchable(kernel, refused, limits)
+    seconds = time.monotonic() - started
+    report = _report(builds, builder, capability, legal_count, seconds, refused, set(unable))
     moved = place.warning if options.cache_dir is None else ""
     warnings = tuple(w for w in (builder.nvrtc_unavailable, moved, unreported) if w)
     return replace(report, warnings=warnings)
@@ -236,13 +269,40 @@ def _unreported(command: CompilerCommand | None) -> str:
     )
 
 
+def _refused(
+    kernel: KernelSpec, configs: list[dict[str, Number]], limits: LaunchLimits
+) -> list[tuple[dict[str, Number], LaunchError]]:
+    """The configurations whose launch, as declared, cannot be computed or breaks `limits`:
+    none is compiled, since no tune would run it."""
+    found = ((params, refusal(kernel, params, limits)) for params in configs)
+    return [(params, error) for params, error in found if error is not None]
+
+
+def _refused_builds(
+    kernel: KernelSpec, builds: list[BuildResult], limits: LaunchLimits
+) -> list[tuple[int, LaunchError]]:
+    """The compiled configurations whose kernel, by the compiler's report of it, needs more
+    registers or shared memory than a block may have: (their index in `builds`, why)."""
+    found = (
+        (i, refusal(kernel, build.params, limits, kernel_resources(build, kernel)))
+        for i, build in enumerate(builds)
+        if build.ok
+    )
+    return [(i, error) for i, error in found if error is not None]
+
+
 def _report(
     builds: list[BuildResult],
     builder: Builder,
     capability: tuple[int, int] | None,
     space_size: int | None,
     seconds: float,
+    refused: list[tuple[dict[str, Number], LaunchError]],
+    unable: set[int],
 ) -> CompileReport:
+    """The report of `builds`, and of the `refused` configurations that cannot launch (those
+    compiled among them: the builds at `unable`), counted and shown as a tune would record
+    them; their kernels' resources are reported still: they say why."""
     failures: dict[tuple[str, str], FailureKind] = {}
     fallbacks: dict[tuple[str, str], FailureKind] = {}
     resources: dict[str, list[KernelResources]] = {}
@@ -254,28 +314,37 @@ def _report(
                 resources.setdefault(kernel, []).append(used)
         elif not build.transient:
             _count(failures, build.error, build.params)
+    failed = sum(f.count for f in failures.values())
+    for params, error in refused:
+        _count(failures, str(error), params, "launch_error")
     return CompileReport(
         command=builder.identity(),
         arch=sm(capability) if capability else None,
         space_size=space_size,
-        compiled=sum(b.ok for b in builds),
-        failed=sum(f.count for f in failures.values()),
+        compiled=sum(b.ok for i, b in enumerate(builds) if i not in unable),
+        failed=failed,
         transient=sum(b.transient for b in builds),
         cached=sum(b.cached for b in builds),
         seconds=seconds,
         fallbacks=sum(bool(b.fallback) for b in builds),
+        cannot_launch=len(refused),
         failures=tuple(sorted(failures.values(), key=lambda f: -f.count)),
         fallback_reasons=tuple(sorted(fallbacks.values(), key=lambda f: -f.count)),
         kernels=tuple(KernelRange.of(k, r) for k, r in sorted(resources.items())),
     )
 
 
-def _count(kinds: dict[tuple[str, str], FailureKind], error: str, params: dict) -> None:
-    """One more compile failing with `error`, counted with those of its kind."""
-    kind = failure_kind("compile_error", error)
+def _count(
+    kinds: dict[tuple[str, str], FailureKind],
+    error: str,
+    params: dict,
+    status: str = "compile_error",
+) -> None:
+    """One more configuration failing with `error`, counted with those of its kind."""
+    kind = failure_kind(status, error)
     known = kinds.get(kind)
     kinds[kind] = (
-        FailureKind("compile_error", 1, error, dict(params))
+        FailureKind(status, 1, error, dict(params))
         if known is None
         else replace(known, count=known.count + 1)
     )

@@ -18,6 +18,7 @@ import struct
 import subprocess
 import time
 import types
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +28,7 @@ from annotune.annotate.kernels import KernelSpec, kernel_specs
 from annotune.annotate.source import parse_source
 from annotune.builder import cubin_compiler
 from annotune.core.diagnostics import AnnotuneError
-from annotune.core.records import BuildResult
+from annotune.core.records import BuildResult, KernelResources
 from annotune.run.backends import (
     BACKENDS,
     BackendError,
@@ -115,8 +116,9 @@ class FakeBackend(KernelBackend):
     """Buffers are numpy byte arrays; a cubin's text says how its kernel behaves.
 
     "ok" computes the right answer, "wrong" a slightly wrong one, "fault" poisons the context
-    (reported at the next wait, as CUDA reports an illegal address), "hang" never finishes.
-    More than 1024 threads per block is refused at launch, as the driver does. It counts what
+    (reported at the next wait, as CUDA reports an illegal address), "hang" never finishes,
+    "refuse" is refused at launch (as a kernel's `__launch_bounds__` can be). More than 1024
+    threads per block is refused at launch, as the driver does. It counts what
     the runner asks of it: allocations, uploads, fills (by size), batches of timed launches.
     """
 
@@ -203,7 +205,7 @@ class FakeBackend(KernelBackend):
         (function, behaviour), block, args = prepared
         if self.poisoned:
             raise BackendError("cuLaunchKernel failed: CUDA_ERROR_ILLEGAL_ADDRESS")
-        if math.prod(block) > 1024:
+        if math.prod(block) > 1024 or behaviour == "refuse":
             raise BackendError("cuLaunchKernel failed: CUDA_ERROR_INVALID_VALUE: invalid argument")
         assert all(id(a) in self.buffers for a in args if isinstance(a, np.ndarray))
         self.launches += 1
@@ -353,13 +355,48 @@ def test_tolerances_decide_what_is_wrong(specs, tmp_path):
 def test_a_launch_the_device_refuses_is_a_runtime_error(specs, tmp_path):
     backend = FakeBackend()
     runner = KernelRunner(specs["jacobi_step"], backend)
-    measured = runner.measure(build(tmp_path, {"BLOCK_X": 128, "BLOCK_Y": 16}))
+    measured = runner.measure(build(tmp_path, DEFAULT, "refuse"))
     mine = runner.outputs
     assert measured.status == "runtime_error" and mine is None
     assert "CUDA_ERROR_INVALID_VALUE" in measured.error
     assert backend.recoveries == 1 and not backend.loaded
     assert runner.measure(build(tmp_path, DEFAULT)).status == "ok"
     assert backend.allocations == 2 and len(backend.uploads) == 1  # no reset: all kept
+
+
+def test_a_launch_no_gpu_can_run_is_refused_before_its_module_is_loaded(specs, tmp_path):
+    """A block of 2,048 threads: invalid for good, with the reason, and the device untouched."""
+    backend = FakeBackend()
+    runner = KernelRunner(specs["jacobi_step"], backend)
+    measured = runner.measure(build(tmp_path, {"BLOCK_X": 128, "BLOCK_Y": 16}))
+    assert measured.status == "runtime_error" and not measured.transient
+    reason = "a block of 128 x 16 = 2048 threads: at most 1024 a block"
+    assert measured.error == f"cannot launch: {reason}"
+    assert backend.events == [] and backend.recoveries == 0 and backend.allocations == 0
+
+
+@pytest.mark.parametrize(
+    ("registers", "block", "ok"),
+    [(191, (64, 4), True), (191, (64, 8), False), (191, (32, 32), False), (128, (64, 8), True)],
+)
+def test_a_block_needing_more_registers_than_a_multiprocessor_has_is_refused(
+    specs, tmp_path, registers, block, ok
+):
+    """By the compiler's report: 191 registers x 512 threads need 98304 of the 65536."""
+    backend = FakeBackend()
+    runner = KernelRunner(specs["jacobi_step"], backend)
+    params = {"BLOCK_X": block[0], "BLOCK_Y": block[1]}
+    used = {"_Z11jacobi_stepPKfPfii": KernelResources(registers=registers)}
+    built = replace(build(tmp_path, params), resources=used)
+    measured = runner.measure(built)
+    if ok:
+        assert measured.status == "ok"
+        return
+    assert measured.status == "runtime_error" and backend.events == []
+    threads = block[0] * block[1]
+    assert f"a block of {threads} threads of 191 registers needs" in measured.error
+    assert "a multiprocessor has 65536" in measured.error
+    assert "blocks of at most 256 threads of this kernel" in measured.error
 
 
 def test_a_fault_resets_the_device_and_tuning_goes_on(specs, tmp_path):
@@ -856,7 +893,7 @@ class FakeCudaDriver:
 
     def cuLaunchKernel(self, function, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
         behaviour, symbol = function
-        if bx * by * bz > 1024:
+        if bx * by * bz > 1024 or behaviour == "refuse":
             return (self.CUresult.CUDA_ERROR_INVALID_VALUE,)
         pointers = (ctypes.c_uint64 * len(SIGNATURES[symbol])).from_address(params)
         values = [
@@ -915,7 +952,7 @@ class FakePycuda(types.SimpleNamespace):
                 pass
 
             def prepared_call(self, grid, block, *args, shared_size=0) -> None:
-                if math.prod(block) > 1024:
+                if math.prod(block) > 1024 or self.behaviour == "refuse":
                     raise error("cuLaunchKernel failed: invalid argument")
                 packed = struct.pack(self.format, *args)
                 values = [
@@ -1041,8 +1078,8 @@ def test_the_backends_pack_arguments_where_cuda_reads_them(specs, tmp_path, back
 @pytest.mark.parametrize("backend", fake_backends(), ids=lambda b: b.name)
 def test_the_backends_report_failures_and_recover(specs, tmp_path, backend):
     runner = KernelRunner(specs["jacobi_step"], backend)
-    too_big = runner.measure(build(tmp_path, {"BLOCK_X": 128, "BLOCK_Y": 16}))
-    assert too_big.status == "runtime_error" and "invalid argument" in too_big.error.lower()
+    refused = runner.measure(build(tmp_path, DEFAULT, "refuse"))
+    assert refused.status == "runtime_error" and "invalid argument" in refused.error.lower()
     fault = runner.measure(build(tmp_path, DEFAULT, "fault"))
     assert fault.status == "runtime_error" and "illegal" in fault.error.lower()
     assert runner.measure(build(tmp_path, DEFAULT)).status == "ok"

@@ -16,7 +16,19 @@ from annotune.space.expressions import Expression, evaluate_one
 
 
 class LaunchError(ValueError):
-    """A configuration whose launch cannot be computed (division by zero, a zero block...)."""
+    """A configuration that cannot launch: its launch cannot be computed (a division by zero,
+    a zero block), or the device would refuse it (`annotune.run.kernel.launch_limits`). A
+    property of the configuration, never of the machine: such a configuration is invalid for
+    good. `clause` names the declaration's clause whose value it is ("grid", "block",
+    "shared"; "" for another part), so that an error about every configuration can point at
+    where that clause is written."""
+
+    def __init__(self, message: str, clause: str = ""):
+        super().__init__(message)
+        self.clause = clause
+
+    def __reduce__(self) -> tuple:  # the clause too, across processes
+        return type(self), (str(self), self.clause)
 
 
 @dataclass(frozen=True)
@@ -64,14 +76,15 @@ class LaunchConstant:
     fill: tuple[str, tuple[Number, ...]] | None = None
 
 
-def value_of(expr: Expression, values: Mapping[str, Number], what: str) -> Number:
+def value_of(expr: Expression, values: Mapping[str, Number], what: str, clause: str = "") -> Number:
     """`expr`'s value for one configuration (`values`: the knobs' and the macros'); LaunchError,
-    saying `what` it is, where C leaves it undefined."""
+    saying `what` it is (of `clause`), where C leaves it undefined."""
     value = evaluate_one(expr, values)
     if value is None:
         raise LaunchError(
             f"{what} is undefined in C here ({one_line(expr)}): e.g. a division by zero or a "
-            "signed overflow"
+            "signed overflow",
+            clause,
         )
     return value
 
@@ -98,16 +111,34 @@ def checked_fill(
     return rule, bounds
 
 
-def non_negative(value: Number, what: str) -> int:
+def non_negative(value: Number, what: str, clause: str = "") -> int:
+    """A count (elements, bytes): at least 0, its fraction dropped."""
     count = int(value)
     if count < 0:
-        raise LaunchError(f"{what} is negative ({count})")
+        raise LaunchError(f"{what} is negative ({count})", clause)
     return count
 
 
+def whole(value: Number, what: str, clause: str = "") -> int:
+    """`value` as the integer it is; LaunchError for a fraction, which the launch's unsigned
+    parameters would silently truncate (a grid of 2.5 blocks is a mistake, not 2 blocks)."""
+    if isinstance(value, float) and not value.is_integer():
+        raise LaunchError(f"{what} is {value:g}, not an integer", clause)
+    return int(value)
+
+
 def dimensions(exprs: tuple[Expression, ...], values: Mapping[str, Number], what: str) -> tuple:
-    dims = [int(value_of(e, values, f"{what}(...)")) for e in exprs]
-    for dim in dims:
+    """A grid's or block's three dimensions, the missing ones 1: each a whole number from 1 to
+    what a dim3 (unsigned int) holds; the device's own limits are `launch_limits`'."""
+    dims = []
+    for axis, expr in zip("xyz", exprs, strict=False):
+        value = value_of(expr, values, f"{what}(...)", what)
+        dim = whole(value, f"{what} {axis} ({one_line(expr)})", what)
         if not 1 <= dim < 2**32:
-            raise LaunchError(f"{what} dimension {dim} is out of range")
+            bound = "must be at least 1" if dim < 1 else "does not fit a dim3 (below 2^32)"
+            raise LaunchError(
+                f"{what} dimension {dim} is out of range: {what} {axis} ({one_line(expr)}) {bound}",
+                what,
+            )
+        dims.append(dim)
     return tuple(dims + [1] * (3 - len(dims)))

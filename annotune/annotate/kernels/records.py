@@ -17,6 +17,7 @@ from annotune.annotate.kernels.launch import (
     dimensions,
     non_negative,
     value_of,
+    whole,
 )
 from annotune.core.diagnostics import Location
 from annotune.core.records import Number
@@ -101,6 +102,13 @@ class KernelSpec:
     scope: str = ""  # the namespaces it is declared in, as C++ names them: "ns::"
     tolerance: float | None = None  # tolerance(R): the outputs' relative tolerance
     constants: tuple[KernelConstant, ...] = ()  # the __constant__ variables the host would set
+    places: tuple[tuple[str, Location], ...] = ()  # where each clause is written, by name
+
+    def where(self, clause: str) -> Location:
+        """Where `clause` ("grid", "block", "shared") is written in the declaration, else where
+        the declaration names the kernel: what an error about every configuration's launch
+        points at."""
+        return dict(self.places).get(clause, self.location)
 
     def launch(self, params: Mapping[str, Number]) -> Launch:
         """Grid, block, dynamic shared bytes and arguments for one configuration.
@@ -112,7 +120,8 @@ class KernelSpec:
         block = dimensions(self.block, values, "block")
         shared = 0
         if self.shared is not None:
-            shared = non_negative(value_of(self.shared, values, "shared(...)"), "shared(...)")
+            value = value_of(self.shared, values, "shared(...)", "shared")
+            shared = non_negative(whole(value, "shared(...)", "shared"), "shared(...)", "shared")
         args = []
         for arg in self.args:
             value = value_of(arg.expr, values, f"the argument for '{arg.name}'")

@@ -164,4 +164,5 @@ def _checked(
         template=template,
         scope=scope,
         tolerance=parse_tolerance(clauses["tolerance"]) if "tolerance" in clauses else None,
+        places=tuple((clause.name, clause.at) for clause in clauses.values()),
     )

@@ -26,9 +26,11 @@ copies. A context reset (after a fault) takes the kept copies with it; they are 
 
 The default configuration is measured first and its outputs are the reference (`outputs.py`):
 an output further from it than `atol + rtol * |reference|` (integers: any difference) makes a
-configuration `wrong_output`, with the largest error in the reason. A launch the device refuses
-(too many threads, too much shared memory) or a kernel that faults is a `runtime_error`; a
-kernel that runs past `timeout` is a `timeout`. Failures are data: the runner returns them as
+configuration `wrong_output`, with the largest error in the reason. A launch the device cannot
+run (too many threads, too much shared memory, more registers than a multiprocessor has, by the
+compiler's report: `launch_limits.py`) is a `runtime_error` before its module is loaded, one the
+device refuses otherwise or a kernel that faults is one after; a kernel that runs past `timeout`
+is a `timeout`. Failures are data: the runner returns them as
 measurements, resets the device when a fault poisoned it, and goes on.
 
 Later timed launches run on whatever earlier launches left in `inout` arrays: they are timed,

@@ -19,6 +19,7 @@ from annotune.run.conditions import GpuMonitor, summarize
 from annotune.run.energy import EnergyMeter
 from annotune.run.kernel.energy import Energy, measure_energy
 from annotune.run.kernel.inputs import HostInputs
+from annotune.run.kernel.launch_limits import LaunchLimits, kernel_resources, launch_limits
 from annotune.run.kernel.memory import DeviceMemory
 from annotune.run.kernel.outputs import KernelReference, compare_outputs
 from annotune.run.kernel.timing import Spent, flush_bytes, timed_launches
@@ -86,6 +87,7 @@ class KernelRunner:
         self.outputs: KernelReference | None = None
         self._host = HostInputs(seed)
         self._memory = DeviceMemory(backend, self._host)
+        self.limits: LaunchLimits = launch_limits(backend.compute_capability())  # the device's
 
     def to_json(self) -> dict:
         """What changes a time, an energy or a verdict: part of the results database's study
@@ -140,10 +142,12 @@ class KernelRunner:
         info = build_info(build)
         if build.executable is None:
             return Measurement(params, "compile_error", error=build.error, compile_info=info), None
-        try:
+        try:  # a launch the device cannot run is refused here, before its module is loaded
             launch = self.spec.launch(params)
+            self.limits.check(launch, kernel_resources(build, self.spec))
         except LaunchError as error:
-            return Measurement(params, "runtime_error", error=str(error), compile_info=info), None
+            reason = f"cannot launch: {error}"
+            return Measurement(params, "runtime_error", error=reason, compile_info=info), None
         info = {**info, "launch": launch.to_json(), "backend": self.backend.name}
         try:  # a template kernel's symbol depends on the configuration (`BuildResult.symbols`)
             image = (build.executable.read_bytes(), build.symbols.get(self.spec.name, ""))
