@@ -105,7 +105,11 @@ def read_problem_and_source(
     )
     device = _device_code(parsed, translation_unit=ast) if kernels and ast is not None else None
     problem = dataclasses.replace(
-        problem, kernels=kernels, include_dirs=command.include_dirs, device_code=device
+        problem,
+        kernels=kernels,
+        include_dirs=command.include_dirs,
+        device_code=device,
+        looked_at=(*parsed.searched, *command.command_responses),
     )
     if args is not None:
         settings = dataclasses.replace(problem.settings, args=tuple(args))

@@ -238,6 +238,10 @@ class Problem:
     device_code: DeviceCode | None = None
     # Launches of code that must not be edited, rewritten over knobs (`[[file.launch]]`).
     rewrites: tuple[Rewrite, ...] = ()
+    # Every other path the reading of `files` depends on, absolute: each place an include was
+    # looked for (the header found, or no file there: its appearing is a change), each forced
+    # include and each response file of the compile command (`annotate.source.search`).
+    looked_at: tuple[str, ...] = ()
 
     def param(self, name: str) -> TunableParam:
         for param in self.params:

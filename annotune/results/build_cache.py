@@ -3,14 +3,17 @@ need not parse it again: the defaults header, the stand-in header chosen for a d
 none, and each header text whose values were checked to reach the compiler.
 
 A record holds the digest of every input file it was worked out from (the source, every file
-the front end read, the config and every place a config could be found, the `--gpus` table),
-or None for a place that held no file, and is used only while every one of them still holds the
-same bytes; otherwise it is worked out again and replaced. Its name is a hash of the rest of
-what the result depends on (`build_key`). Records live in the source's workspace
-(`results.workspace`), under `build/`, each written atomically, so that `make -j` runs may
-race; an unreadable or garbled record is only a miss. A record is annotune's own file in a
-directory others may write: read bounded (its size, its nesting, a regular file only, never
-through a link) and replaced where it is, never written through what stands in its place.
+the front end read, every place it looked for a header and found none, each response file of
+the compile command, the config and every place a config could be found or its search would
+stop, the `--gpus` table), None for a place that held no file, and `OTHER` for one that holds
+something else (a directory: the `.git` that ends the search for a config), and is used only
+while every one of them still holds the same; otherwise it is worked out again and replaced.
+Its name is a hash of the rest of what the result depends on (`build_key`). Records live in
+the source's workspace (`results.workspace`), under `build/`, each written atomically, so that
+`make -j` runs may race; an unreadable or garbled record is only a miss. A record is
+annotune's own file in a directory others may write: read bounded (its size, its nesting, a
+regular file only, never through a link) and replaced where it is, never written through what
+stands in its place.
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ from annotune.core.inputs import SOURCE
 from annotune.results.workspace import workspace
 
 FOLDER = "build"
+OTHER = "other"
+"""The digest of a place holding no regular file yet something (a directory, a FIFO, a link to
+nothing): unlike None, no digest of bytes, and its going is a change as a file's appearing is."""
 RECORD_LIMIT = 16 * 2**20
 """The largest record read: far above any real one (the checked notes of a few headers), so
 that a record replaced by something huge or sparse is a miss, never read whole."""
@@ -51,12 +57,15 @@ def build_key(*parts: object) -> str:
 
 
 def file_digests(paths: Iterable[str | Path]) -> dict[str, str | None]:
-    """The digest of each file's bytes by absolute path; None where no file can be read (read
-    as every input is, bounded: a FIFO swapped in for a header is refused, not waited on)."""
-    return {
-        os.path.abspath(path): file_digest(os.path.abspath(path), max_bytes=SOURCE.limit)
-        for path in paths
-    }
+    """The digest of each file's bytes by absolute path; None where nothing is, `OTHER` where
+    no regular file can be read (read as every input is, bounded: a FIFO swapped in for a
+    header is refused, not waited on)."""
+    return {path: _digest(path) for path in map(os.path.abspath, paths)}
+
+
+def _digest(path: str) -> str | None:
+    found = file_digest(path, max_bytes=SOURCE.limit)
+    return found if found is not None or not os.path.lexists(path) else OTHER
 
 
 def record_path(source: Path, key: str) -> Path:

@@ -87,6 +87,8 @@ def checked_header(
         name,
         devices,
         [os.environ.get(variable) for variable in _ENVIRONMENT],
+        os.getcwd(),  # what a relative response file or CPATH entry names
+        os.path.expanduser("~"),  # where the search for a config stops
     )
     record = load_record(file, key)
     problem = None
@@ -101,8 +103,9 @@ def checked_header(
         defaults = None if tuned or stand_in else _defaults(problem, name)
         record = BuildRecord(_inputs(problem, file, gpus), stand_in, defaults)
         keep = before.items() <= record.inputs.items()  # else the source changed as it was read
-    for path in record.inputs:  # every file the front end read: the source's headers too
-        refuse_overwrite(out, "-o", {"a file the source reads": Path(path)})
+    for path, digest in record.inputs.items():  # every file the front end read, headers too,
+        what = "a file the source reads" if digest else _LOOKED_IN  # and every place looked in
+        refuse_overwrite(out, "-o", {what: Path(path)})
     if not tuned and record.stand_in is not None:
         header, tuned = Path(record.stand_in[0]), True
         say(f"annotune: warning: {record.stand_in[1]}")
@@ -128,8 +131,12 @@ def checked_header(
     return text, tuned, header
 
 
+_LOOKED_IN = "where a header or config of the source is looked for (written, it is read)"
+"""An output in a place the front end looked in and found nothing: the next build reads it."""
+
 _ENVIRONMENT = ("PATH", "CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH")
-"""What of the environment the check depends on: which compiler runs, and where it looks."""
+"""What of the environment the parse and the check depend on: which compiler runs, and where
+it and libclang look."""
 
 
 def _tuned_devices(header: Path) -> list[str]:
@@ -143,15 +150,19 @@ def _tuned_devices(header: Path) -> list[str]:
 
 
 def _inputs(problem: Problem, file: Path, gpus: Path | None) -> dict[str, str | None]:
-    """The digest of every file what `build` works out depends on: the source and every file
-    the front end read, the config, every place a config could be found (the folders above the
-    source, each config name: one that appears is a change), and the `--gpus` table."""
+    """The digest of every place what `build` works out depends on: the source and every file
+    the front end read, every place it looked for a header (`Problem.looked_at`: one that
+    appears where none was is a change) and each response file of the compile command, the
+    config, every place a config could be found or its search stops (the folders above the
+    source, each config name and `.git`), and the `--gpus` table."""
     from annotune.annotate.config import CONFIG_NAMES
 
     start = Path(os.path.realpath(file)).parent
-    places = [folder / name for folder in (start, *start.parents) for name in CONFIG_NAMES]
+    names = (*CONFIG_NAMES, ".git")
+    places = [folder / name for folder in (start, *start.parents) for name in names]
     config = [problem.config_file] if problem.config_file else []
-    return file_digests([file, *problem.files, *config, *places, *([gpus] if gpus else [])])
+    read = [file, *problem.files, *problem.looked_at, *config]
+    return file_digests([*read, *places, *([gpus] if gpus else [])])
 
 
 def _defaults(problem: Problem, name: str) -> str:

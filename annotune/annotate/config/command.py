@@ -144,13 +144,20 @@ class CommandView:
     flags: tuple[tuple[str, str], ...]
     defines: tuple[str, ...]
     undefined: tuple[str, ...]
+    responses: tuple[str, ...] = ()  # the response files named, absolute, read or not
 
 
 def command_view(argv: tuple[str, ...], source: Path) -> CommandView:
     """What `argv` (a preset's name, or a command with absolute paths) tells the preprocessor
     about `source`: gcc's and clang's `-x` name the language of the files after it, nvcc's of
     every file; a macro is as its last `-D` or `-U` left it."""
-    argv = tuple(expand_responses(argv, _response))  # what the compiler reads: their -D too
+    responses: list[str] = []
+
+    def read(path: str) -> tuple[str, ...] | None:
+        responses.append(path)
+        return _response(path)
+
+    argv = tuple(expand_responses(argv, read))  # what the compiler reads: their -D too
     compiler = Path(argv[0]).name
     source_at = argv.index("{source}") if "{source}" in argv else len(argv)
     language = None
@@ -180,6 +187,7 @@ def command_view(argv: tuple[str, ...], source: Path) -> CommandView:
         tuple(flags),
         tuple(value for value in macros.values() if value is not None),
         tuple(name for name, value in macros.items() if value is None),
+        tuple(dict.fromkeys(responses)),
     )
 
 

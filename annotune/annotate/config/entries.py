@@ -177,6 +177,7 @@ def _file_config(
         compiler=view.compiler,
         command_include_dirs=view.include_dirs,
         command_flags=view.flags,
+        command_responses=view.responses,
         kernels=kernels,
         launches=launches,
     )

@@ -81,7 +81,8 @@ class FileConfig:
     the last one left it; `language` ("c", "c++", "cuda") it compiles the source as (None: no
     command, the extension decides); `compiler` its file name or preset; `command_include_dirs`
     its `-I` directories; `command_flags` its other search directories and forced includes, as
-    (clang's option, path).
+    (clang's option, path); `command_responses` the response files it names, absolute, read or
+    not (their `-D` are among `defines`: what depends on those depends on their bytes).
     """
 
     config_file: str
@@ -95,5 +96,6 @@ class FileConfig:
     compiler: str | None = None
     command_include_dirs: tuple[str, ...] = ()
     command_flags: tuple[tuple[str, str], ...] = ()
+    command_responses: tuple[str, ...] = ()
     kernels: tuple[DeclaredKernel, ...] = ()  # `[[file.kernel]]`, checked by annotate.kernels
     launches: tuple[LaunchTemplate, ...] = ()  # `[[file.launch]]`, found by annotate.knobs

@@ -1,6 +1,7 @@
 """The headers a source includes: refused before clang opens them when they are no regular file
 of a source's size (`check_headers`), and, once it has, the local ones followed through the
-translation unit (`collect_local_includes`): quoted, or found in a configured directory."""
+translation unit (`collect_local_includes`): quoted, or found in a configured directory; with
+them, every place an include of the unit was looked for (`search`)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import clang.cindex as ci
 
 from annotune.annotate.source.arguments import ANNOTUNE_INCLUDE_DIR, SHIM_PATH, TIMING_HEADER
 from annotune.annotate.source.records import SourceFile
+from annotune.annotate.source.search import SearchPath
 from annotune.annotate.source.strings import file_name, spelling
 from annotune.core.diagnostics import AnnotuneError
 from annotune.core.inputs import SOURCE, read_input
@@ -20,13 +22,13 @@ from annotune.core.inputs import SOURCE, read_input
 _INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*(["<])([^">\r\n]+)[">]', re.MULTILINE)
 
 
-def check_headers(path: Path, data: bytes, search: list[str], forced: list[Path]) -> None:
+def check_headers(path: Path, data: bytes, search: SearchPath, forced: list[Path]) -> None:
     """Refuse a header clang would hang on or read without end, before clang opens it: a FIFO
     blocks it forever, `/dev/zero` fills memory, and libclang cannot be told not to open them.
 
     The `#include` lines of the source, of the `forced` includes and, recursively, of each
     header they find are followed as written (in every `#if` branch, no macro expanded),
-    looked up as clang does: a quoted name beside its includer first, then in `search`. Each
+    looked up as clang does (`search`: a quoted name beside its includer first). Each
     header found must be a regular file within the size of a source; one not found is clang's
     to report.
     """
@@ -36,8 +38,8 @@ def check_headers(path: Path, data: bytes, search: list[str], forced: list[Path]
         includer, text = pending.pop()
         for match in _INCLUDE.finditer(text):
             name = os.fsdecode(match.group(2))
-            directories = [str(includer.parent)] if match.group(1) == b'"' else []
-            header = _first_existing([Path(d) / name for d in [*directories, *search]])
+            places = search.candidates(str(includer), name, match.group(1) == b'"')
+            header = _first_existing([Path(place) for place in places])
             if header is None or os.path.realpath(header) in seen:
                 continue
             try:
@@ -62,31 +64,39 @@ def _first_existing(candidates: list[Path]) -> Path | None:
 
 
 def collect_local_includes(
-    tu: ci.TranslationUnit, display: dict[str, str], user_dirs: list[str]
-) -> tuple[list[tuple[str, int, str, str | None]], bool]:
+    tu: ci.TranslationUnit, display: dict[str, str], user_dirs: list[str], search: SearchPath
+) -> tuple[list[tuple[str, int, str, str | None]], bool, list[str]]:
     """Follow `#include "..."` from the main file through local headers, and `#include <...>`
     where it finds a header in one of `user_dirs` (the configured include directories: their
     headers are the project's, however included). Return each inclusion in a user's file (the
     includer's real path, the byte offset of the directive, the name written, the real path
-    of the local header or None when a quoted one was not found), and whether one of the
-    headers is annotune's timing header (then every run must print its time).
+    of the local header or None when a quoted one was not found), whether one of the
+    headers is annotune's timing header (then every run must print its time), and every place
+    an include of any file of the unit was looked for, up to the header found (`search`).
 
     The preprocessing record lists inclusions in translation order, and a header's own
     inclusions follow the line that includes it, so one pass reaches every depth.
     """
     timing_header = False
     inclusions: list[tuple[str, int, str, str | None]] = []
+    searched: list[str] = []
     for cursor in tu.cursor.get_children():
         if cursor.kind != ci.CursorKind.INCLUSION_DIRECTIVE or cursor.location.file is None:
             continue
-        includer = os.path.realpath(file_name(cursor.location.file))
-        if includer not in display:
-            continue
-        quoted = any(spelling(t).startswith('"') for t in cursor.get_tokens())
+        tokens = [spelling(t) for t in cursor.get_tokens()]
+        quoted = any(t.startswith('"') for t in tokens)
         try:
             included = cursor.get_included_file()
         except AssertionError:  # libclang returns a null file when the header was not found
             included = None
+        named = file_name(cursor.location.file)
+        if named != SHIM_PATH:  # `#include HEADER`, a macro: as quoted, the wider search
+            angled = len(tokens) > 2 and tokens[2] == "<"
+            found = file_name(included) if included is not None else None
+            searched += search.looked_at(named, spelling(cursor), not angled, found)
+        includer = os.path.realpath(named)
+        if includer not in display:
+            continue
         offset = cursor.location.offset
         if included is None:
             if quoted:
@@ -101,7 +111,7 @@ def collect_local_includes(
         if key not in display:
             display[key] = os.path.normpath(file_name(included))
         inclusions.append((includer, offset, spelling(cursor), key))
-    return inclusions, timing_header
+    return inclusions, timing_header, list(dict.fromkeys(searched))
 
 
 def _inside(path: str, directories: list[str]) -> bool:

@@ -1,8 +1,9 @@
 """`parse_source`: a source read as its compile command has the compiler read it, parsed by
 libclang in a bounded child (`bounded`), and what the front end takes from the translation
-unit: the user's files (`lexing`), their local headers (`headers`) and their function
-definitions, to say in which function (or kernel) a parameter is used. File names pass
-through as bytes (`os.fsencode`), UTF-8 or not."""
+unit: the user's files (`lexing`), their local headers (`headers`), their function
+definitions, to say in which function (or kernel) a parameter is used, and every place the
+preprocessor looked for a file (`search`). File names pass through as bytes (`os.fsencode`),
+UTF-8 or not."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from annotune.annotate.source.bounded import bounded
 from annotune.annotate.source.headers import check_headers, collect_local_includes
 from annotune.annotate.source.lexing import expansions, load_file
 from annotune.annotate.source.records import FunctionDef, ParsedSource
+from annotune.annotate.source.search import SearchPath, has_includes, search_path
 from annotune.annotate.source.strings import file_name
 from annotune.core.diagnostics import Location
 from annotune.core.inputs import SOURCE, argument_path, check_input, read_input
@@ -59,19 +61,26 @@ def parse_source(
     (their headers are the project's, however included), `defines` and `flags` (`clang_args`).
     """
     data = read_input(path, SOURCE)
-    dirs = [p for option, p in flags if option not in _FORCED]
-    search = [*(include_dirs or []), *dirs, str(ANNOTUNE_INCLUDE_DIR)]
-    check_headers(path, data, search, [Path(p) for option, p in flags if option in _FORCED])
     language = language or language_of(path)
+    search = search_path(include_dirs or [], flags, language, str(ANNOTUNE_INCLUDE_DIR))
+    forced = [Path(p) for option, p in flags if option in _FORCED]
+    check_headers(path, data, search, forced)
     args = clang_args(language, include_dirs or [], defines or [], flags)
-    return bounded(
-        functools.partial(_parse, path, data, args, include_dirs or [], language),
+    parsed = bounded(
+        functools.partial(_parse, path, data, args, include_dirs or [], language, search),
         Location(str(path), 1, 1),
     )
+    parsed.searched = list(dict.fromkeys([*map(os.path.abspath, forced), *parsed.searched]))
+    return parsed
 
 
 def _parse(
-    path: Path, data: bytes, args: list[str], include_dirs: list[str], language: str
+    path: Path,
+    data: bytes,
+    args: list[str],
+    include_dirs: list[str],
+    language: str,
+    search: SearchPath,
 ) -> ParsedSource:
     """libclang's translation unit of `path` (whose bytes are `data`), and what the front end
     takes from it (`parse_source`); run in a child process (`bounded`)."""
@@ -91,7 +100,7 @@ def _parse(
 
     display = {os.path.realpath(str(path)): str(path)}
     user_dirs = [os.path.realpath(d) for d in include_dirs]
-    inclusions, timing_header = collect_local_includes(tu, display, user_dirs)
+    inclusions, timing_header, searched = collect_local_includes(tu, display, user_dirs, search)
 
     expanded = expansions(tu, display)
     main = next(iter(display))
@@ -108,9 +117,19 @@ def _parse(
         else:
             includes[(where.file, where.line)] = display[header]
     files = list(loaded.values())
+    for file in files:  # `__has_include`: a lookup without an #include
+        for quoted, header in has_includes(file.data):
+            searched += search.candidates(file.path, header, quoted)
     functions = _functions(tu, display)
     return ParsedSource(
-        files[0], files, functions, missing, language, includes, timing_header=timing_header
+        files[0],
+        files,
+        functions,
+        missing,
+        language,
+        includes,
+        timing_header=timing_header,
+        searched=list(dict.fromkeys(searched)),
     )
 
 

@@ -153,6 +153,10 @@ class ParsedSource:
     language: str
     includes: dict[tuple[str, int], str]  # (file, line of #include "...") -> the local header
     timing_header: bool = False  # whether annotune_timing.h is included
+    # Every place a file was looked for, absolute, in order: the headers found (any file of
+    # the unit's, system ones too), the places tried before each and those of one not found,
+    # the forced includes (`annotate.source.search`). Its appearing is a change, as theirs is.
+    searched: list[str] = field(default_factory=list)
     _by_file: dict[str, list[FunctionDef]] | None = field(default=None, repr=False)
 
     def file(self, path: str) -> SourceFile:
