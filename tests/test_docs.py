@@ -217,13 +217,14 @@ def _run(block: Block, run: PageRun) -> str:
 def _cases() -> list:
     """One case per block, a page's blocks in one xdist worker (`--dist loadgroup`): a worker
     given a later block alone runs the page's earlier ones first, and two workers sharing a
-    page would each run them."""
+    page would each run them. Each is `slow` (whole tunes, as a reader runs them): CI runs
+    them as its second step, `python -m pytest -m slow`."""
     return [
         pytest.param(
             page,
             index,
             id=f"{page.relative_to(ROOT)}:{block.line}",
-            marks=pytest.mark.xdist_group(f"docs:{page.relative_to(ROOT)}"),
+            marks=[pytest.mark.xdist_group(f"docs:{page.relative_to(ROOT)}"), pytest.mark.slow],
         )
         for page in PAGES
         for index, block in enumerate(runnable(page))
@@ -263,7 +264,7 @@ def test_the_examples_of_a_page_are_found():
     (first, tests, *_) = runnable(README)
     install, rest = without_install(commands(first)[0])
     assert install[-1].startswith("pip install") and rest.startswith("annotune tune ")
-    assert tests.mark("ci") and commands(tests) == ["python -m pytest"]
+    assert tests.mark("ci") and commands(tests) == ["python -m pytest", "python -m pytest -m slow"]
     build = {b.mark("run-by"): b for b in runnable(ROOT / "docs/guide/build.md")}
     assert len(commands(build["tests/cli/test_build_env.py"])) == 3  # a continued line joined
     failing = [b for b in runnable(ROOT / "docs/guide/troubleshooting.md") if b.mark("exit")]
@@ -302,7 +303,7 @@ def test_readme_is_a_front_door():
     assert len(first) >= 2
     install, tune = without_install(commands(first[0])[0])
     assert install and tune.startswith("annotune tune examples/")
-    assert commands(first[1]) == ["python -m pytest"]
+    assert commands(first[1]) == ["python -m pytest", "python -m pytest -m slow"]
 
 
 LINK = re.compile(r"\]\(([^)#\s]+\.md)(#[^)\s]*)?\)")

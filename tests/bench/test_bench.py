@@ -79,6 +79,7 @@ def test_standards_from_hits_uses_the_inverted_cdf():
     assert standards_from_hits([None] * 3) == Standards(None, None)
 
 
+@pytest.mark.slow
 def test_bench_is_deterministic_and_iterml_beats_random():
     dataset = synthetic_dataset()
     rows = bench(dataset, ["iterml", "random"], repeats=12, seed=7, workers=1)

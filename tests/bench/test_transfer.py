@@ -73,6 +73,7 @@ def test_the_naive_baseline_measures_each_source_best_on_the_target():
     assert value == pytest.approx(1.0 / (1.0 + 0.3 * 7)) == target.normalized()[2 * 6 + 2]
 
 
+@pytest.mark.slow
 def test_leave_one_gpu_out():
     group = [dataset(device) for device in GPUS]
     rows = transfer_bench(group, repeats=3, workers=1, seed=1)
@@ -92,6 +93,7 @@ def test_leave_one_gpu_out():
     )
 
 
+@pytest.mark.slow
 def test_bench_transfer_on_the_command_line(cli, tmp_path):
     paths = []
     for device in ("NVIDIA A100-PCIE-40GB", "NVIDIA RTX A4000", "AMD Radeon PRO W6600"):
@@ -122,6 +124,7 @@ def test_bench_transfer_on_the_command_line(cli, tmp_path):
     assert alone.exit_code == 2 and "shares its space" in alone.stderr
 
 
+@pytest.mark.slow
 def test_a_gpu_known_nowhere_gets_its_row_and_a_warning():
     """An AMD card not in the table: the nearest known AMD GPU stands in, said in every row."""
     group = [dataset(device) for device in GPUS]

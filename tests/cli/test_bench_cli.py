@@ -6,6 +6,7 @@ import gzip
 import json
 
 import numpy as np
+import pytest
 
 from annotune.transfer.features import lookup
 
@@ -88,6 +89,7 @@ def write_sized_cache(path, size: int, kernel: str = "scale") -> None:
     )
 
 
+@pytest.mark.slow
 def test_across_sizes_lets_predictive_learn_a_new_size_from_the_others(cli, tmp_path):
     paths = []
     for size in (400, 600, 1400, 1600, 500):
@@ -121,6 +123,7 @@ def gpu_group(tmp_path) -> list:
     return paths
 
 
+@pytest.mark.slow
 def test_transfer_with_a_gpu_known_nowhere_warns_and_gives_every_row(cli, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     paths = gpu_group(tmp_path)
@@ -160,6 +163,7 @@ def test_a_malformed_gpu_table_is_a_located_error(cli, tmp_path):
     assert missing.exit_code == 2 and "Traceback" not in missing.stderr
 
 
+@pytest.mark.slow
 def test_recorded_datasets_with_a_renamed_gpu_give_a_row_per_target(cli, tmp_path, replay_dir):
     """The recorded convolution runs of the A100 and the A4000 (one space; dedispersion's
     took twice as long), the A4000's renamed to a GPU no table knows."""

@@ -130,6 +130,7 @@ def guide_commands(prefix: str) -> list[list[str]]:
     return [shlex.split(line, comments=True)[1:] for line in lines if line.startswith(prefix)]
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("replay_dir")
 def test_the_guide_predict_example_runs_as_written(cli, monkeypatch, tmp_path):
     """From the repository root, as the guide says; the header written under a scratch

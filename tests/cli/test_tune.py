@@ -162,6 +162,7 @@ def test_a_broken_program_stops_the_search_with_exit_1(cli, tmp_path):
     assert "--fresh" in result.stderr and "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_sigkill_mid_run_then_resume_measures_nothing_twice(workdir):
     args = ["tune", "synthetic.c", "--budget", "20", "--strategy", "random", "--json", *ARGS]
     args += ["--recheck", "0"]  # the final check re-runs the best on purpose; not this test's

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # Ray's start-up, and several whole tunes
+
 ROOT = Path(__file__).parents[2]
 CONVOLUTION = "examples/cuda/convolution/convolution.cu"
 

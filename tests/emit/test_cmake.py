@@ -128,6 +128,7 @@ GENERATORS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("generator", GENERATORS)
 def test_the_target_recompiles_only_when_its_tuned_header_changes(tmp_path, generator):
     source = tmp_path / "src"
@@ -340,6 +341,7 @@ def _smooth_compiles(log: str) -> int:
     return len(re.findall(r" -c \S*smooth\.c\b", log))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("generator", GENERATORS)
 def test_shadow_compiles_tuned_copies_of_code_you_must_not_edit(tmp_path, generator):
     """SHADOW: the unguarded TILE takes the tuned value through a copy of the source and its

@@ -175,6 +175,7 @@ def _make(name: str, tmp_path: Path) -> None:
     assert "nvcc" not in again.stdout
 
 
+@pytest.mark.slow
 @needs_nvcc
 @needs_make
 @pytest.mark.parametrize("name", ["gemm", "stencil2d"])
@@ -680,6 +681,7 @@ REDUCTIONS = {  # kernel: (example, its output as a function of the lanes, the l
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel", sorted(REDUCTIONS))
 def test_a_reduction_order_needs_kernel_modes_tolerance(kernel):
     """One lane (every term added in turn) against the default's lanes and tree, on the inputs

@@ -139,6 +139,7 @@ def test_makefile_builds_the_example(tmp_path, with_annotune):
         assert re.search(r"^time_ms ", run(work / "ldc"), re.MULTILINE)
 
 
+@pytest.mark.slow
 @needs_gcc
 def test_tune_stencil27_end_to_end(tmp_path, cli):
     """A tiny tuning run writes a header that compiles into the program and verifies (one

@@ -55,6 +55,7 @@ def test_scan_from_another_directory_reads_the_config_and_the_active_definitions
     assert param["location"]["line"] == 6
 
 
+@pytest.mark.slow
 def test_tune_from_the_project_root_runs_there_in_milliseconds(project, cli, monkeypatch):
     """The command itself from the project root; then, in-process (the same command line
     without a second interpreter's start-up), from elsewhere: lost without `--run-dir`."""

@@ -25,6 +25,8 @@ from annotune.session.distributed import tune_devices
 from annotune.session.options import TuneOptions
 from annotune.session.tuner import tune
 
+pytestmark = pytest.mark.slow  # Ray's start-up, and several whole tunes
+
 ray = pytest.importorskip("ray")
 
 SOURCE = """#ifndef X
