@@ -241,6 +241,11 @@ COMMANDS: dict[str, LazyCommand] = {
         "Predict the best configuration of FILE for a GPU from other GPUs' results alone, or "
         "for a problem size from the other sizes tuned (--size).",
     ),
+    "report": LazyCommand(
+        "annotune.cli.report",
+        "Draw FILE's tune from the results database: progress, configurations by time, which "
+        "knobs mattered, and per problem size.",
+    ),
     "scan": LazyCommand(
         "annotune.cli.scan",
         "List the tunable parameters and constraints of FILE and the size of its search space.",

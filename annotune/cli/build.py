@@ -137,9 +137,7 @@ def build(
             )
         if per_arch or host_device is not None:
             _per_arch_options(per_arch, device, shadow_dir)
-            header, changed = per_arch_header(
-                file, out, out_dir, config, gpus, host_device, _say
-            )
+            header, changed = per_arch_header(file, out, out_dir, config, gpus, host_device, _say)
             if json:
                 _print_per_arch(header, out, changed)
             return

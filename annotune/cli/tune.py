@@ -20,6 +20,7 @@ from annotune.cli.app import (
     app,
     interrupted_exit_code,
     print_json,
+    require_matplotlib,
     stderr,
     stdout,
     user_errors,
@@ -45,6 +46,8 @@ from annotune.cli.tune_output import (
     say_baseline_failed,
     say_no_best,
 )
+from annotune.cli.tune_sizes import exit_for_sizes, tune_sizes_command
+from annotune.core.diagnostics import AnnotuneError
 from annotune.core.records import OBJECTIVES
 from annotune.core.render import render
 from annotune.emit import check_headers_writable
@@ -56,7 +59,6 @@ from annotune.session.compile_only import compile_file
 from annotune.session.options import TuneArguments
 from annotune.session.report import (
     NoCudaDevice,
-    TuneProgress,
     TuneReport,
     TuneStatus,
     worst_status,
@@ -329,6 +331,14 @@ def tune_command(
         ),
     ] = False,
     gpus: GpusOption = None,
+    plot: Annotated[
+        bool,
+        typer.Option(
+            "--plot",
+            help="At the end, draw the tune (`annotune report`) beside the header: "
+            "tuned/<device>/<stem>.tune.png.",
+        ),
+    ] = False,
     config: ConfigPath = None,
     json: JsonFlag = False,
 ) -> None:
@@ -336,6 +346,12 @@ def tune_command(
 
     With --ray, on the devices of a Ray cluster; with --replay, on replay devices."""
     with user_errors():
+        if plot:
+            require_matplotlib()
+            if compile_only:
+                raise AnnotuneError(
+                    "--plot draws what was measured: --compile-only measures nothing"
+                )
         given = TuneArguments(
             strategy=strategy,
             budget=budget,
@@ -384,7 +400,11 @@ def tune_command(
         if sizes is not None:
             name, values = parse_sizes(sizes)
             check_headers_writable(file, out_dir)
-            _tune_sizes(file, given, name, values, config, json)
+            report = tune_sizes_command(file, given, name, values, config, json)
+            if plot and report.outcomes:
+                last = report.outcomes[-1]
+                _plot(file, given, config, json, last.report, size=last.size)
+            exit_for_sizes(report)
             return
         if compile_only:
             report_compiles(compile_file(file, given, config_path=config), json)
@@ -407,7 +427,44 @@ def tune_command(
             if len(reports) > 1:
                 stdout.print(f"\n{report.device}", markup=False, highlight=False, style="bold")
             print_report(report)
+    if plot:
+        for report in reports:
+            _plot(file, given, config, json, report)
     _exit_for(reports)
+
+
+def _plot(
+    file: Path,
+    given: TuneArguments,
+    config: Path | None,
+    json: bool,
+    report: TuneReport,
+    *,
+    size: int | None = None,
+) -> None:
+    """`--plot`: the picture of the tune just made, with its final check; a tune that
+    measured nothing valid has none, which is said, not an error on top of the tune's."""
+    from annotune.cli.report import write_report
+    from annotune.session.picture import tune_picture
+
+    if report.evaluations == 0:
+        stderr.print("annotune: no picture: nothing was measured", highlight=False)
+        return
+    with user_errors():
+        picture = tune_picture(
+            file,
+            db_path=given.db_path,
+            device=report.device,
+            config_path=config,
+            out_dir=given.out_dir,
+            verdict=report.recheck,
+            size=size,
+        )
+        path = write_report(
+            file, picture, None, html=False, db=given.db_path, out_dir=given.out_dir
+        )
+    if not json:
+        stderr.print(f"picture       {path}", markup=False, highlight=False)
 
 
 def _exit_for(reports: list[TuneReport]) -> None:
@@ -430,65 +487,4 @@ def _exit_for(reports: list[TuneReport]) -> None:
             elif report.status is TuneStatus.NO_BEST:
                 say_no_best(report)
     if status.failed:
-        raise typer.Exit(code=EXIT_FAILED)
-
-
-def _tune_sizes(
-    file: Path,
-    given: TuneArguments,
-    name: str,
-    values: tuple[int, ...],
-    config: Path | None,
-    json: bool,
-) -> None:
-    """`tune --sizes`: each size's tune with its own progress and report, then the header."""
-
-    displays: list[ProgressDisplay] = []
-
-    def update(progress: TuneProgress) -> None:
-        displays[-1].update(progress)
-
-    def on_size(index: int, size: int, count: int) -> None:
-        if displays:
-            displays[-1].__exit__(None, None, None)
-        if not json:
-            stderr.print(
-                f"annotune: tuning {name} = {size} ({index + 1} of {count})", highlight=False
-            )
-        displays.append(ProgressDisplay(enabled=not json and stderr.is_terminal).__enter__())
-
-    from annotune.session.sizes import tune_sizes
-
-    try:
-        report = tune_sizes(
-            file, given, name, values, config_path=config, on_size=on_size, on_progress=update
-        )
-    except NoCudaDevice as error:
-        stderr.print(render(error), markup=False, highlight=False)
-        raise typer.Exit(code=EXIT_FAILED) from None
-    finally:
-        if displays:
-            displays[-1].__exit__(None, None, None)
-    if json:
-        print_json(report.to_json())
-    else:
-        for outcome in report.outcomes:
-            stdout.print(f"\n{name} = {outcome.size}", markup=False, highlight=False, style="bold")
-            print_report(outcome.report)
-        if report.skipped:
-            skipped = ", ".join(map(str, report.skipped))
-            stdout.print(f"not tuned     {name} = {skipped}", markup=False, highlight=False)
-        if report.header is not None:
-            stdout.print(
-                f"\nheader        {report.header} (selects per {name})",
-                markup=False,
-                highlight=False,
-            )
-    if report.status is TuneStatus.INTERRUPTED:
-        raise typer.Exit(code=interrupted_exit_code())
-    if report.baseline_failed is not None:
-        say_baseline_failed(report.baseline_failed.report)
-    elif report.status is TuneStatus.NO_BEST:
-        stderr.print("annotune: error: no configuration ran successfully", highlight=False)
-    if report.status.failed:
         raise typer.Exit(code=EXIT_FAILED)
