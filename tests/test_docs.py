@@ -3,11 +3,13 @@ repository root, so the documentation cannot rot.
 
 The convention, for whoever writes a page:
 
-- Every fenced block names its language, one of `KNOWN`. Only `sh` blocks are commands; the
-  others (`c`, `make`, `cmake`, `toml`, `json`, `text`) are shown, not run. A fence with no
+- Every fenced block names its language, one of `KNOWN`. `sh` blocks are commands and
+  `python` blocks scripts, both run; the others (`c`, `make`, `cmake`, `toml`, `json`,
+  `text`) are shown, not run. A fence with no
   language, or one outside `KNOWN` (`bash`, `console`, ...), fails `test_every_fence_names_
   a_known_language`, so no command hides from these tests.
-- A `sh` block runs as one `bash -euo pipefail` script, in a copy of the repository root made
+- A `sh` block runs as one `bash -euo pipefail` script (a `python` block with this
+  interpreter, `python -c`), in a copy of the repository root made
   once per page (the files `git ls-files` lists, untracked ones included; `../shared` beside it
   when the checkout has one), after the page's earlier blocks, each starting from the root. It
   must exit 0, and the page is allowed `PAGE_TIMEOUT_S` in all.
@@ -45,7 +47,8 @@ REPLAY = SHARED / "data" / "replay"
 README = ROOT / "README.md"
 PAGES = [README, *sorted((ROOT / "docs" / "guide").glob("*.md"))]
 CHECKED = [*PAGES, ROOT / "docs" / "index.md"]  # fences checked; index.md shows no commands
-KNOWN = {"sh", "c", "make", "cmake", "toml", "json", "text"}
+KNOWN = {"sh", "python", "c", "make", "cmake", "toml", "json", "text"}
+RUN = {"sh", "python"}
 PAGE_TIMEOUT_S = 180
 FIRST_SCREEN = 30
 README_MAX_LINES = 250
@@ -127,7 +130,7 @@ def script(block: Block) -> str:
 
 
 def runnable(page: Path) -> list[Block]:
-    return [b for b in blocks(page) if b.language == "sh"]
+    return [b for b in blocks(page) if b.language in RUN]
 
 
 def _copy_of_the_repository(into: Path) -> Path:
@@ -198,8 +201,13 @@ def _run(block: Block, run: PageRun) -> str:
     left = PAGE_TIMEOUT_S - (time.monotonic() - run.started)
     assert left > 0, f"{block.where}: the page's commands took over {PAGE_TIMEOUT_S} s"
     expected = int(block.mark("exit") or 0)
+    argv = (
+        [sys.executable, "-c", block.text]
+        if block.language == "python"
+        else ["bash", "-euo", "pipefail", "-c", script(block)]
+    )
     done = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", script(block)],
+        argv,
         cwd=run.root,
         env=_environment(),
         capture_output=True,
@@ -209,7 +217,7 @@ def _run(block: Block, run: PageRun) -> str:
     )
     assert done.returncode == expected, (
         f"{block.where}: exit code {done.returncode}, documented {expected}\n"
-        f"{script(block)}--- stdout\n{done.stdout[-3000:]}--- stderr\n{done.stderr[-3000:]}"
+        f"{argv[-1]}--- stdout\n{done.stdout[-3000:]}--- stderr\n{done.stderr[-3000:]}"
     )
     return "ran"
 

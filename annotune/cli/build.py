@@ -42,27 +42,16 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
+from annotune.api.build import build as api_build
+from annotune.api.build import build_per_arch
 from annotune.cli.app import JsonFlag, app, print_json, user_errors
 from annotune.cli.params import GpusOption, device_name, output_dir, output_file
-from annotune.core.diagnostics import AnnotuneError, Location, printable
-from annotune.core.files import refuse_overwrite
-from annotune.emit import header_args, tuned_header_path, write_if_changed
-from annotune.emit.shadow import recorded_compile
-from annotune.run.device import DEVICE_ENV, current_device_name
-from annotune.session.build_header import (
-    checked_header,
-    header_environment,
-    header_text,
-    per_arch_header,
-    shadow_copies,
-)
-
-if TYPE_CHECKING:
-    from annotune.emit.arch import ArchHeader
+from annotune.core.diagnostics import AnnotuneError, printable
+from annotune.run.device import DEVICE_ENV
 
 
 @app.command()
@@ -126,9 +115,6 @@ def build(
 ) -> None:
     """Write the tuned header of FILE for this device to OUT (the defaults if it has none)."""
     with user_errors():
-        if not file.is_file():
-            raise AnnotuneError("no such file", Location(str(file), 1, 1))
-        _refuse_inputs(file, out, env_file, config, gpus)
         if per_arch and env_file is not None:
             raise AnnotuneError(
                 "--env-file goes without --per-arch: a binary for several GPUs has one "
@@ -137,50 +123,33 @@ def build(
             )
         if per_arch or host_device is not None:
             _per_arch_options(per_arch, device, shadow_dir)
-            header, changed = per_arch_header(file, out, out_dir, config, gpus, host_device, _say)
+            arch = build_per_arch(
+                file,
+                output=out,
+                out_dir=out_dir,
+                config=config,
+                gpus=gpus,
+                host_device=host_device,
+                on_warning=_say,
+            )
             if json:
-                _print_per_arch(header, out, changed)
+                print_json(arch.to_json())
             return
-        name = device or current_device_name()
-        header = tuned_header_path(file, name, out_dir)
-        if shadow_dir is not None:
-            text, tuned, header, problem = header_text(
-                file, name, header, out_dir, config, gpus, _say
-            )
-            compile_args = recorded_compile(shadow_dir, text) if tuned else None
-            if compile_args is None:
-                compile_args = shadow_copies(problem, file, text, header, shadow_dir, config)
-        else:
-            compile_args = None
-            text, tuned, header = checked_header(
-                file, name, header, out, out_dir, config, gpus, _say
-            )
-        env = header_environment(text, header if tuned else out, env_file)
-        args = header_args(text, str(header if tuned else out))
-        changed = write_if_changed(out, text)
-        if env_file is not None and env is not None:
-            write_if_changed(env_file, _exports(env))
-    if json:
-        print_json(
-            {
-                "device": name,
-                "header": str(header) if tuned else None,
-                "output": str(out),
-                "changed": changed,
-                "shadow": compile_args,
-                "env": env,
-                "args": args,
-            }
+        built = api_build(
+            file,
+            output=out,
+            device=device,
+            out_dir=out_dir,
+            config=config,
+            shadow_dir=shadow_dir,
+            gpus=gpus,
+            env_file=env_file,
+            on_warning=_say,
         )
-    elif compile_args is not None:
-        print(shlex.join(compile_args))
-
-
-def _exports(env: dict[str, str]) -> str:
-    """`env` as lines a POSIX shell sources: names are C identifiers (the config and
-    `header_env` allow no other), values quoted with shlex."""
-    lines = [f"export {name}={shlex.quote(value)}\n" for name, value in env.items()]
-    return "# the environment of the tuned values (annotune build --env-file)\n" + "".join(lines)
+    if json:
+        print_json(built.to_json())
+    elif built.shadow is not None:
+        print(shlex.join(built.shadow))
 
 
 def _per_arch_options(per_arch: bool, device: str | None, shadow_dir: Path | None) -> None:
@@ -199,46 +168,7 @@ def _per_arch_options(per_arch: bool, device: str | None, shadow_dir: Path | Non
         )
 
 
-def _print_per_arch(header: ArchHeader, out: Path, changed: bool) -> None:
-    print_json(
-        {
-            "output": str(out),
-            "changed": changed,
-            "architectures": [
-                {
-                    "arch": choice.arch,
-                    "device": choice.gpu.tuned.device,
-                    "kind": choice.gpu.tuned.kind,
-                    "measurements": choice.gpu.tuned.measurements,
-                    "header": str(choice.gpu.tuned.path),
-                    "passed_over": [o.tuned.device for o in choice.passed_over],
-                }
-                for choice in header.choices
-            ],
-            "host": header.host.device if header.host else None,
-        }
-    )
-
-
 def _say(line: str) -> None:
     """A warning or a note on stderr, `printable`: it names the source, the device (from
     `--device` or `$ANNOTUNE_DEVICE`, which may hold anything) and the headers' paths."""
     print(printable(line), file=sys.stderr)
-
-
-def _refuse_inputs(
-    file: Path, out: Path, env_file: Path | None, config: Path | None, gpus: Path | None
-) -> None:
-    """No output over an input: the source, the config, the GPU table, the results database,
-    or the other output (the files the source includes are checked once they are known)."""
-    from annotune.results.workspace import default_db_path
-
-    inputs = {
-        "the source": file,
-        "the config": config,
-        "the GPU table (--gpus)": gpus,
-        "the results database": default_db_path(file),
-    }
-    refuse_overwrite(out, "-o", {**inputs, "the --env-file": env_file})
-    if env_file is not None:
-        refuse_overwrite(env_file, "--env-file", {**inputs, "the -o file": out})

@@ -16,7 +16,7 @@ from typing import Annotated
 
 import typer
 
-from annotune.annotate import read_problem
+from annotune.api.predict import predict, predict_size
 from annotune.cli.app import (
     ConfigPath,
     DbPath,
@@ -29,12 +29,7 @@ from annotune.cli.app import (
 )
 from annotune.cli.params import MAX_SEED, GpusOption, device_name, output_dir
 from annotune.core.diagnostics import AnnotuneError
-from annotune.emit import check_headers_writable
-from annotune.emit.sizes import parse_sizes
-from annotune.run.device import current_device_name
-from annotune.transfer.prior import predict
-from annotune.transfer.resolve import user_table
-from annotune.transfer.sizes import predict_size
+from annotune.transfer.sizes import SizePrediction
 
 
 @app.command("predict")
@@ -82,32 +77,42 @@ def predict_command(
     """Predict the best configuration of FILE for a GPU from other GPUs' results alone, or
     for a problem size from the other sizes tuned (--size)."""
     with user_errors():
-        if write:
-            check_headers_writable(file, out_dir)
         if size is not None:
             if transfer_from or gpus is not None:
                 raise AnnotuneError(
                     "--size learns from this device's other sizes in the results database; "
                     "--transfer-from and --gpus are for predicting another GPU"
                 )
-            _predict_size(file, size, device, db, config, seed, write, force, out_dir, json)
+            _print_size(
+                predict_size(
+                    file,
+                    size=size,
+                    device=device,
+                    seed=seed,
+                    write=write,
+                    force=force,
+                    out_dir=out_dir,
+                    db=db,
+                    config=config,
+                ),
+                json,
+            )
             return
         if device is None:
             raise AnnotuneError(
                 "--device names the GPU to predict for", hint="or --size N=... for a size"
             )
-        problem = read_problem(file, config_path=config)
-        table = user_table(gpus, Path(problem.config_file) if problem.config_file else None)
         report = predict(
-            problem,
-            device,
-            db_path=db,
-            files=tuple(transfer_from or ()),
+            file,
+            device=device,
+            transfer_from=tuple(transfer_from or ()),
             seed=seed,
             write=write,
             force=force,
             out_dir=out_dir,
-            gpus=table,
+            db=db,
+            config=config,
+            gpus=gpus,
         )
     for warning in report.prior.warnings:
         stderr.print(f"annotune: warning: {warning}", markup=False, highlight=False)
@@ -123,36 +128,11 @@ def predict_command(
         stdout.print(f"header        {report.header}")
 
 
-def _predict_size(
-    file: Path,
-    size: str,
-    device: str | None,
-    db: Path | None,
-    config: Path | None,
-    seed: int,
-    write: bool,
-    force: bool,
-    out_dir: Path | None,
-    json: bool,
-) -> None:
-    name, values = parse_sizes(size, "--size")
-    if len(values) != 1:
-        raise AnnotuneError(f"--size {size!r}: one size at a time, e.g. --size {name}={values[0]}")
-    report = predict_size(
-        file,
-        name,
-        values[0],
-        device or current_device_name(),
-        config_path=config,
-        db_path=db,
-        seed=seed,
-        write=write,
-        force=force,
-        out_dir=out_dir,
-    )
+def _print_size(report: SizePrediction, json: bool) -> None:
     if json:
         print_json(report.to_json())
         return
+    name = report.name
     learned = ", ".join(f"{name}={s}" for s in report.tuned_sizes)
     stdout.print(f"device        {report.device}", markup=False, highlight=False)
     stdout.print(

@@ -26,11 +26,6 @@ from annotune.cli.app import (
     user_errors,
 )
 from annotune.cli.params import device_name, output_dir, output_file
-from annotune.core.diagnostics import AnnotuneError
-from annotune.core.files import refuse_overwrite
-from annotune.emit import tuned_header_path
-from annotune.emit.picture import TunePicture, picture_path, write_picture
-from annotune.results.workspace import default_db_path
 
 
 @app.command("report")
@@ -68,43 +63,19 @@ def report_command(
     knobs mattered, and per problem size."""
     with user_errors():
         require_matplotlib()
-        from annotune.session.picture import tune_picture  # libclang, numpy: only here
+        from annotune.api.report import report  # libclang, numpy: only here
 
-        picture = tune_picture(
-            file, db_path=db, device=device, config_path=config, out_dir=out_dir, size=size
+        drawn = report(
+            file,
+            output=output,
+            html=html,
+            device=device,
+            size=size,
+            out_dir=out_dir,
+            db=db,
+            config=config,
         )
-        path = write_report(file, picture, output, html=html, db=db, out_dir=out_dir)
     if json:
-        print_json({"output": str(path), **picture.to_json()})
+        print_json(drawn.to_json())
     else:
-        stderr.print(f"wrote the picture of {picture.title} to {path}", highlight=False)
-
-
-def write_report(
-    file: Path,
-    picture: TunePicture,
-    output: Path | None,
-    *,
-    html: bool,
-    db: Path | None,
-    out_dir: Path | None,
-) -> Path:
-    """Write `picture` to `output` (default beside the tuned header) and return the path;
-    never over the source, its database or its header."""
-    header = tuned_header_path(file, picture.device, out_dir)
-    path = output if output is not None else picture_path(header, html=html)
-    refuse_overwrite(
-        path,
-        "-o" if output is not None else "the picture",
-        {
-            "the source": file,
-            "the results database": db or default_db_path(file),
-            "the header": header,
-        },
-    )
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_picture(picture, path, html=html or path.suffix.lower() in (".html", ".htm"))
-    except OSError as error:
-        raise AnnotuneError(f"cannot write {path}: {error.strerror or error}") from None
-    return path
+        stderr.print(f"wrote the picture of {drawn.picture.title} to {drawn.path}", highlight=False)

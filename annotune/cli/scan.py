@@ -10,16 +10,12 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from annotune.annotate import Problem, read_problem_and_source
+from annotune.annotate import Problem
 from annotune.annotate.problem import kernel_only_params, rewrite_only_params
-from annotune.annotate.summary import (
-    SpaceSummary,
-    env_only_params,
-    scan_warnings,
-    summarize_space,
-)
+from annotune.annotate.summary import SpaceSummary, env_only_params
+from annotune.api.scan import scan as api_scan
 from annotune.cli.app import ConfigPath, JsonFlag, app, print_json, stderr, stdout, user_errors
-from annotune.core.diagnostics import Location, printable
+from annotune.core.diagnostics import printable
 from annotune.core.literals import placeholders
 
 
@@ -31,37 +27,13 @@ def scan(
 ) -> None:
     """List the tunable parameters and constraints of FILE and the size of its search space."""
     with user_errors():
-        problem, parsed = read_problem_and_source(file, config_path=config)
-        summary = summarize_space(problem)
-    warnings = scan_warnings(problem, parsed)
-    for location, message in warnings:
+        found = api_scan(file, config=config)
+    for location, message in found.warnings:
         stderr.print(f"{_where(location)}: warning: {message}", highlight=False)
     if json:
-        print_json(scan_json(problem, summary, warnings))
+        print_json(found.to_json())
         return
-    _print_table(problem, summary)
-
-
-def scan_json(
-    problem: Problem, summary: SpaceSummary, warnings: list[tuple[Location, str]]
-) -> dict:
-    return {
-        "file": printable(str(problem.source)),
-        "params": [param.to_json() for param in problem.params],
-        "constraints": [c.to_json() for c in problem.constraints],
-        "space": summary.to_json(),
-        "warnings": [
-            {"location": location.to_json(), "message": message} for location, message in warnings
-        ],
-        **_output_check_json(problem),
-        **({"rewrites": [r.to_json() for r in problem.rewrites]} if problem.rewrites else {}),
-    }
-
-
-def _output_check_json(problem: Problem) -> dict:
-    """The config's `[file.check]`, only when it has one (a scan without one is unchanged)."""
-    rules = problem.settings.output_check
-    return {} if rules is None else {"output_check": rules.to_json()}
+    _print_table(found.problem, found.space)
 
 
 def _use_kinds(param) -> str:

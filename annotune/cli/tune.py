@@ -8,10 +8,12 @@ space on other GPUs, the search starts from what they teach (`--no-transfer`: it
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from annotune.api import tune as api
+from annotune.api.tune import arguments
 from annotune.cli.app import (
     EXIT_FAILED,
     ConfigPath,
@@ -50,12 +52,9 @@ from annotune.cli.tune_sizes import exit_for_sizes, tune_sizes_command
 from annotune.core.diagnostics import AnnotuneError
 from annotune.core.records import OBJECTIVES
 from annotune.core.render import render
-from annotune.emit import check_headers_writable
-from annotune.emit.sizes import parse_sizes
 from annotune.run.backends import BACKENDS
 from annotune.run.program import TIME_UNITS
 from annotune.search import STRATEGY_NAMES
-from annotune.session.compile_only import compile_file
 from annotune.session.options import TuneArguments
 from annotune.session.report import (
     NoCudaDevice,
@@ -352,7 +351,7 @@ def tune_command(
                 raise AnnotuneError(
                     "--plot draws what was measured: --compile-only measures nothing"
                 )
-        given = TuneArguments(
+        options: dict[str, Any] = dict(
             strategy=strategy,
             budget=budget,
             seconds=seconds,
@@ -393,28 +392,28 @@ def tune_command(
             replay=tuple(replay or ()),
             replay_delay=None if replay_delay == "recorded" else float(replay_delay),
             sync=sync,
-            compile_only=compile_only,
             arch=arch,
-            sized=sizes is not None,
         )
+        # Every combination that cannot work is refused here, before the source is read.
+        given = arguments({**options, "compile_only": compile_only, "sized": sizes is not None})
         if sizes is not None:
-            name, values = parse_sizes(sizes)
-            check_headers_writable(file, out_dir)
-            report = tune_sizes_command(file, given, name, values, config, json)
+            report = tune_sizes_command(file, options, sizes, config, json)
             if plot and report.outcomes:
                 last = report.outcomes[-1]
                 _plot(file, given, config, json, last.report, size=last.size)
             exit_for_sizes(report)
             return
         if compile_only:
-            report_compiles(compile_file(file, given, config_path=config), json)
+            report_compiles(api.compile_only(file, config=config, **options), json)
             return
-        # The search and its models (scikit-learn: a second or two) are imported only to tune.
-        from annotune.session.tuner import tune_file
-
         try:
             with ProgressDisplay(enabled=not json and stderr.is_terminal) as display:
-                reports = tune_file(file, given, config_path=config, on_progress=display.update)
+                if ray:
+                    reports = api.tune_ray(
+                        file, config=config, on_progress=display.update, **options
+                    )
+                else:
+                    reports = [api.tune(file, config=config, on_progress=display.update, **options)]
         except NoCudaDevice as error:
             stderr.print(render(error), markup=False, highlight=False)
             raise typer.Exit(code=EXIT_FAILED) from None
@@ -444,25 +443,23 @@ def _plot(
 ) -> None:
     """`--plot`: the picture of the tune just made, with its final check; a tune that
     measured nothing valid has none, which is said, not an error on top of the tune's."""
-    from annotune.cli.report import write_report
-    from annotune.session.picture import tune_picture
+    from annotune.api.report import draw
 
     if report.evaluations == 0:
         stderr.print("annotune: no picture: nothing was measured", highlight=False)
         return
     with user_errors():
-        picture = tune_picture(
+        path = draw(
             file,
-            db_path=given.db_path,
+            output=None,
+            html=False,
             device=report.device,
-            config_path=config,
-            out_dir=given.out_dir,
-            verdict=report.recheck,
             size=size,
-        )
-        path = write_report(
-            file, picture, None, html=False, db=given.db_path, out_dir=given.out_dir
-        )
+            out_dir=given.out_dir,
+            db=given.db_path,
+            config=config,
+            verdict=report.recheck,
+        ).path
     if not json:
         stderr.print(f"picture       {path}", markup=False, highlight=False)
 

@@ -4,14 +4,14 @@ size-aware header; the exit code of them all (`exit_for_sizes`)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
+from annotune.api.tune import tune_sizes
 from annotune.cli.app import EXIT_FAILED, interrupted_exit_code, print_json, stderr, stdout
 from annotune.cli.tune_output import ProgressDisplay, print_report, say_baseline_failed
 from annotune.core.render import render
-from annotune.session.options import TuneArguments
 from annotune.session.report import NoCudaDevice, TuneProgress, TuneStatus
 
 if TYPE_CHECKING:
@@ -19,14 +19,11 @@ if TYPE_CHECKING:
 
 
 def tune_sizes_command(
-    file: Path,
-    given: TuneArguments,
-    name: str,
-    values: tuple[int, ...],
-    config: Path | None,
-    json: bool,
+    file: Path, options: dict[str, Any], sizes: str, config: Path | None, json: bool
 ) -> SizesReport:
-    """Tune each size of `name`, showing each one's progress, and print the reports."""
+    """Tune each size `sizes` names (`N=512,1024`), showing each one's progress, and print
+    the reports."""
+    name = sizes.partition("=")[0].strip()
 
     displays: list[ProgressDisplay] = []
 
@@ -42,11 +39,9 @@ def tune_sizes_command(
             )
         displays.append(ProgressDisplay(enabled=not json and stderr.is_terminal).__enter__())
 
-    from annotune.session.sizes import tune_sizes
-
     try:
         report = tune_sizes(
-            file, given, name, values, config_path=config, on_size=on_size, on_progress=update
+            file, sizes=sizes, config=config, on_size=on_size, on_progress=update, **options
         )
     except NoCudaDevice as error:
         stderr.print(render(error), markup=False, highlight=False)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import annotune.cli.explain
+import annotune.api.scan
 import annotune.cli.scan
 from annotune import __version__
 from annotune.cli import main
@@ -47,7 +48,7 @@ def test_a_bug_names_itself_and_its_versions_and_leaves_a_crash_log(
 ):
     monkeypatch.delenv("ANNOTUNE_DEBUG", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.setattr(annotune.cli.scan, "summarize_space", crash)
+    monkeypatch.setattr(annotune.api.scan, "summarize_space", crash)
     code, stderr = run_main(monkeypatch, capsys, "scan", source)
 
     assert code == 1
@@ -70,7 +71,7 @@ def test_the_crash_log_falls_back_to_the_temp_directory(source, tmp_path, monkey
     (tmp_path / "not-a-dir").write_text("")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "not-a-dir"))
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
-    monkeypatch.setattr(annotune.cli.scan, "summarize_space", crash)
+    monkeypatch.setattr(annotune.api.scan, "summarize_space", crash)
     code, stderr = run_main(monkeypatch, capsys, "scan", source)
     assert code == 1
     assert crash_log(stderr).parent == tmp_path / "tmp" / "annotune" / "crash"
@@ -81,7 +82,7 @@ def test_ctrl_c_outside_the_guarded_work_is_exit_130_in_one_line(cli, source, mo
     def interrupt(*args):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(annotune.cli.scan, "scan_warnings", interrupt)
+    monkeypatch.setattr(annotune.api.scan, "scan_warnings", interrupt)
     result = cli("scan", source)
     assert result.exit_code == 130
     assert result.stderr == "annotune: interrupted\n"
