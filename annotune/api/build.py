@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from annotune.api.paths import optional_path
 from annotune.core.diagnostics import AnnotuneError, Location
 from annotune.core.files import refuse_overwrite
 from annotune.emit import header_args, tuned_header_path, write_if_changed
@@ -105,8 +106,12 @@ def build(
     `env_file`: also write the values' environment as `export` lines. Raises AnnotuneError
     when a tuned value cannot reach the compiler, or an output would overwrite an input."""
     file, out = Path(source), Path(output)
-    env_path, config_path, gpus_path = _path(env_file), _path(config), _path(gpus)
-    headers = _path(out_dir)
+    env_path, config_path, gpus_path = (
+        optional_path(env_file),
+        optional_path(config),
+        optional_path(gpus),
+    )
+    headers = optional_path(out_dir)
     warnings, say = _collect(on_warning)
     _refuse_inputs(file, out, env_path, config_path, gpus_path)
     name = device or current_device_name()
@@ -148,9 +153,15 @@ def build_per_arch(
     macros take `host_device`'s values (default: the defaults)."""
     file, out = Path(source), Path(output)
     warnings, say = _collect(on_warning)
-    _refuse_inputs(file, out, None, _path(config), _path(gpus))
+    _refuse_inputs(file, out, None, optional_path(config), optional_path(gpus))
     header, changed = per_arch_header(
-        file, out, _path(out_dir), _path(config), _path(gpus), host_device, say
+        file,
+        out,
+        optional_path(out_dir),
+        optional_path(config),
+        optional_path(gpus),
+        host_device,
+        say,
     )
     return ArchBuild(header, out, changed, tuple(warnings))
 
@@ -179,7 +190,7 @@ def _refuse_inputs(
     """No such source; or an output over an input: the source, the config, the GPU table,
     the results database, or the other output (the files the source includes are checked
     once they are known)."""
-    from annotune.results.workspace import default_db_path
+    from annotune.results.workspace import default_db_path  # sqlite3: not on the fast path
 
     if not file.is_file():
         raise AnnotuneError("no such file", Location(str(file), 1, 1))
@@ -192,7 +203,3 @@ def _refuse_inputs(
     refuse_overwrite(out, "-o", {**inputs, "the --env-file": env_file})
     if env_file is not None:
         refuse_overwrite(env_file, "--env-file", {**inputs, "the -o file": out})
-
-
-def _path(value: str | Path | None) -> Path | None:
-    return None if value is None else Path(value)

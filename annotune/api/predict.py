@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from annotune.annotate import read_problem
+from annotune.api.paths import optional_path
 from annotune.core.diagnostics import AnnotuneError
 from annotune.emit import check_headers_writable
 from annotune.emit.sizes import parse_sizes
@@ -37,15 +38,17 @@ def predict(
     would, marked "predicted, not measured" (a measured one only with `force`). Its
     `prior.warnings` say what the user should know (a GPU known nowhere, a weak source).
     Raises AnnotuneError when no other GPU's results can be used."""
-    file, headers = Path(source), _path(out_dir)
+    file, headers = Path(source), optional_path(out_dir)
     if write:
         check_headers_writable(file, headers)
-    problem = read_problem(file, config_path=_path(config))
-    table = user_table(_path(gpus), Path(problem.config_file) if problem.config_file else None)
+    problem = read_problem(file, config_path=optional_path(config))
+    table = user_table(
+        optional_path(gpus), Path(problem.config_file) if problem.config_file else None
+    )
     return predict_device(
         problem,
         device,
-        db_path=_path(db),
+        db_path=optional_path(db),
         files=tuple(Path(f) for f in transfer_from),
         seed=seed,
         write=write,
@@ -70,7 +73,7 @@ def predict_size(
     """Predict `source`'s best configuration at `size` ("N=2048", one size) on `device`
     (default: this machine's) from the other sizes tuned there (`tune_sizes`); `write` adds
     it to the size-aware header. Raises AnnotuneError when fewer than two sizes were tuned."""
-    file, headers = Path(source), _path(out_dir)
+    file, headers = Path(source), optional_path(out_dir)
     if write:
         check_headers_writable(file, headers)
     name, values = parse_sizes(size, "--size")
@@ -81,14 +84,10 @@ def predict_size(
         name,
         values[0],
         device or current_device_name(),
-        config_path=_path(config),
-        db_path=_path(db),
+        config_path=optional_path(config),
+        db_path=optional_path(db),
         seed=seed,
         write=write,
         force=force,
         out_dir=headers,
     )
-
-
-def _path(value: str | Path | None) -> Path | None:
-    return None if value is None else Path(value)

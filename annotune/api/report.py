@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from annotune.api.paths import optional_path
 from annotune.core.diagnostics import AnnotuneError
 from annotune.core.files import refuse_overwrite
 from annotune.emit import tuned_header_path
@@ -43,13 +44,13 @@ def report(
     when `output` is an input, or when matplotlib (the `plot` extra) is missing."""
     return draw(
         Path(source),
-        output=_path(output),
+        output=optional_path(output),
         html=html,
         device=device,
         size=size,
-        out_dir=_path(out_dir),
-        db=_path(db),
-        config=_path(config),
+        out_dir=optional_path(out_dir),
+        db=optional_path(db),
+        config=optional_path(config),
     )
 
 
@@ -98,7 +99,3 @@ def draw(
     except OSError as error:
         raise AnnotuneError(f"cannot write {path}: {error.strerror or error}") from None
     return Report(path, picture)
-
-
-def _path(value: str | Path | None) -> Path | None:
-    return None if value is None else Path(value)

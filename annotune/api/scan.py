@@ -7,6 +7,7 @@ from pathlib import Path
 
 from annotune.annotate import Problem, read_problem_and_source
 from annotune.annotate.summary import SpaceSummary, scan_warnings, summarize_space
+from annotune.api.paths import optional_path
 from annotune.core.diagnostics import Location, printable
 
 
@@ -39,10 +40,6 @@ class Scan:
 def scan(source: str | Path, *, config: str | Path | None = None) -> Scan:
     """Read `source` (and its config: `config`, else the nearest annotune.toml) as the
     compiler would and return its knobs. Raises AnnotuneError, located, for every mistake."""
-    problem, parsed = read_problem_and_source(Path(source), config_path=_path(config))
+    problem, parsed = read_problem_and_source(Path(source), config_path=optional_path(config))
     summary = summarize_space(problem)
     return Scan(problem, summary, tuple(scan_warnings(problem, parsed)))
-
-
-def _path(value: str | Path | None) -> Path | None:
-    return None if value is None else Path(value)

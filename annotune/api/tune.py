@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from annotune.api.paths import optional_path
 from annotune.core.diagnostics import AnnotuneError
 from annotune.core.records import OBJECTIVES
 from annotune.emit import check_headers_writable
@@ -66,7 +67,9 @@ def tune(
         raise AnnotuneError("use annotune.tune_ray or annotune.compile_only for those")
     from annotune.session.tuner import tune_file  # the search and scikit-learn: only to tune
 
-    return tune_file(Path(source), given, config_path=_path(config), on_progress=on_progress)[0]
+    return tune_file(
+        Path(source), given, config_path=optional_path(config), on_progress=on_progress
+    )[0]
 
 
 def tune_ray(
@@ -81,7 +84,9 @@ def tune_ray(
     given = arguments({**options, "ray": True})
     from annotune.session.tuner import tune_file
 
-    return tune_file(Path(source), given, config_path=_path(config), on_progress=on_progress)
+    return tune_file(
+        Path(source), given, config_path=optional_path(config), on_progress=on_progress
+    )
 
 
 def tune_sizes(
@@ -106,7 +111,7 @@ def tune_sizes(
         given,
         name,
         values,
-        config_path=_path(config),
+        config_path=optional_path(config),
         on_size=on_size,
         on_progress=on_progress,
     )
@@ -118,7 +123,7 @@ def compile_only(
     """Compile the configurations a tune would measure (`budget` of them) and run none: a
     CUDA program checked on a machine without its GPU (`arch="sm_90"`)."""
     given = arguments({**options, "compile_only": True})
-    return compile_file(Path(source), given, config_path=_path(config))
+    return compile_file(Path(source), given, config_path=optional_path(config))
 
 
 def arguments(options: Mapping[str, Any]) -> TuneArguments:
@@ -175,7 +180,3 @@ def _sizes(sizes: str | Mapping[str, Sequence[int]]) -> tuple[str, tuple[int, ..
     if isinstance(values, str | bytes) or not isinstance(values, Sequence):
         raise AnnotuneError(f"sizes: {name}'s sizes are a list of integers, not {values!r}")
     return parse_sizes(f"{name}={','.join(str(v) for v in values)}", "sizes")
-
-
-def _path(value: str | Path | None) -> Path | None:
-    return None if value is None else Path(value)
