@@ -7,8 +7,8 @@
 # 2. tests/run/gpu_kernel_check.py: KernelRunner with every backend, outputs and throughput;
 # 3. the CUDA example conv2d tuned in program mode and in kernel mode (a fresh study each,
 #    small budgets), then with --objective energy;
-# 4. `annotune check --measure` on the header the program-mode tune wrote, when this checkout
-#    has the `check` command;
+# 4. `annotune check --measure` on the header the program-mode tune wrote (run right after it),
+#    when this checkout has the `check` command;
 # 5. benchmarks/gpu_kernel_mode.py when HECBENCH names a HeCBench checkout (none is reachable
 #    from a lent machine unless carried).
 # Each step runs under its own timeout and its log goes to OUT; a failing step does not stop
@@ -47,13 +47,15 @@ example="$work/examples/cuda/conv2d/conv2d.cu"
 step pytest-gpu 240 python -m pytest -m gpu -n 0 -p no:cacheprovider
 step kernel-runner 120 python tests/run/gpu_kernel_check.py --repeats 3
 step program-mode 150 annotune tune "$example" --budget 8 --fresh --json
-step kernel-mode 120 annotune tune "$example" --mode kernel --budget 20 --fresh --json
-step energy 120 annotune tune "$example" --mode kernel --objective energy --budget 8 --fresh
+# before the kernel-mode tunes below write the header again: it re-measures the program-mode
+# tune's configuration (the mode the header's provenance records) against the default
 if annotune check --help >/dev/null 2>&1; then
     step check-measure 120 annotune check "$example" --measure
 else
     summary+=("check-measure          skipped: this checkout has no 'annotune check'")
 fi
+step kernel-mode 120 annotune tune "$example" --mode kernel --budget 20 --fresh --json
+step energy 120 annotune tune "$example" --mode kernel --objective energy --budget 8 --fresh
 if [ -n "${HECBENCH:-}" ]; then
     step gpu-kernel-mode 240 python benchmarks/gpu_kernel_mode.py --suite-root "$HECBENCH" --configs 100
 else

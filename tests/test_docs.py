@@ -4,7 +4,7 @@ repository root, so the documentation cannot rot.
 The convention, for whoever writes a page:
 
 - Every fenced block names its language, one of `KNOWN`. Only `sh` blocks are commands; the
-  others (`c`, `make`, `cmake`, `toml`, `json`, `text`) are shown, not run. A fence with no
+  others (`c`, `make`, `cmake`, `toml`, `json`, `text`, `yaml`) are shown, not run. A fence with no
   language, or one outside `KNOWN` (`bash`, `console`, ...), fails `test_every_fence_names_
   a_known_language`, so no command hides from these tests.
 - A `sh` block runs as one `bash -euo pipefail` script, in a copy of the repository root made
@@ -45,7 +45,7 @@ REPLAY = SHARED / "data" / "replay"
 README = ROOT / "README.md"
 PAGES = [README, *sorted((ROOT / "docs" / "guide").glob("*.md"))]
 CHECKED = [*PAGES, ROOT / "docs" / "index.md"]  # fences checked; index.md shows no commands
-KNOWN = {"sh", "c", "make", "cmake", "toml", "json", "text"}
+KNOWN = {"sh", "c", "make", "cmake", "toml", "json", "text", "yaml"}
 PAGE_TIMEOUT_S = 180
 FIRST_SCREEN = 30
 README_MAX_LINES = 250
