@@ -2,7 +2,7 @@
 
 The Python API (`annotune.api`; the guide's "Python API" page): `scan`, `tune`,
 `tune_sizes`, `tune_ray`, `compile_only`, `build`, `build_per_arch`, `predict`,
-`predict_size`, `report`, each keyword-only after the source, returning the record the CLI
+`predict_size`, `report`, `check`, each keyword-only after the source, returning the record the CLI
 prints; `AnnotuneError` is what bad input raises. Each is imported on first use, so that
 `import annotune` (and `annotune build` on every `make`) pays for none of the others.
 """
@@ -25,6 +25,8 @@ _API = {
     "build_per_arch": "annotune.api.build",
     "Build": "annotune.api.build",
     "ArchBuild": "annotune.api.build",
+    "check": "annotune.api.check",
+    "Check": "annotune.api.check",
     "predict": "annotune.api.predict",
     "predict_size": "annotune.api.predict",
     "report": "annotune.api.report",

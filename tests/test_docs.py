@@ -5,7 +5,7 @@ The convention, for whoever writes a page:
 
 - Every fenced block names its language, one of `KNOWN`. `sh` blocks are commands and
   `python` blocks scripts, both run; the others (`c`, `make`, `cmake`, `toml`, `json`,
-  `text`) are shown, not run. A fence with no
+  `text`, `yaml`) are shown, not run. A fence with no
   language, or one outside `KNOWN` (`bash`, `console`, ...), fails `test_every_fence_names_
   a_known_language`, so no command hides from these tests.
 - A `sh` block runs as one `bash -euo pipefail` script (a `python` block with this
@@ -47,7 +47,7 @@ REPLAY = SHARED / "data" / "replay"
 README = ROOT / "README.md"
 PAGES = [README, *sorted((ROOT / "docs" / "guide").glob("*.md"))]
 CHECKED = [*PAGES, ROOT / "docs" / "index.md"]  # fences checked; index.md shows no commands
-KNOWN = {"sh", "python", "c", "make", "cmake", "toml", "json", "text"}
+KNOWN = {"sh", "python", "c", "make", "cmake", "toml", "json", "text", "yaml"}
 RUN = {"sh", "python"}
 PAGE_TIMEOUT_S = 180
 FIRST_SCREEN = 30

@@ -20,7 +20,6 @@ from annotune.builder.dependencies import (
     compile_environment,
     compiler_fingerprint,
     tracks_dependencies,
-    version_output,
 )
 from annotune.builder.entries import (
     Batch,
@@ -41,6 +40,7 @@ from annotune.builder.variants import VariantSource, materialize, read_files, va
 from annotune.builder.verify import checks_values
 from annotune.core.inputs import argument_path
 from annotune.core.records import BuildResult, Number
+from annotune.core.tools import version_output
 
 _PREPROCESSED = "preprocessed.i"
 

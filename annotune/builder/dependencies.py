@@ -42,7 +42,6 @@ from annotune.core.command import (
 from annotune.core.diagnostics import AnnotuneError
 from annotune.core.digests import regular_file_digest
 from annotune.core.inputs import SOURCE, read_input
-from annotune.core.tools import run_tool
 
 COMPILE_ENVIRONMENT = (
     "CPATH",
@@ -272,12 +271,6 @@ def compiler_fingerprint(executable: str, version_output: str) -> str:
         stamp = f"{status.st_size}:{status.st_mtime_ns}" if status else ""
         h.update(f"{program}\0{found}\0{real}\0{stamp}\0".encode(errors="surrogateescape"))
     return h.hexdigest()
-
-
-def version_output(executable: str) -> str:
-    """All that `<compiler> --version` prints (empty if it cannot be run)."""
-    done = run_tool([executable, "--version"], timeout=30)
-    return "" if done.returncode is None else done.output
 
 
 def compile_environment() -> str:

@@ -223,6 +223,11 @@ COMMANDS: dict[str, LazyCommand] = {
         "annotune.cli.build",
         "Write the tuned header of FILE for this device to OUT (the defaults if it has none).",
     ),
+    "check": LazyCommand(
+        "annotune.cli.check",
+        "Say whether the tuned header of FILE for this device still holds: exit 0 when it does, "
+        "1 when it is stale (or, with --measure, no longer faster), 2 for bad input.",
+    ),
     "explain": LazyCommand(
         "annotune.cli.explain",
         "Partition the measured configurations of FILE by the parameter values that matter most "

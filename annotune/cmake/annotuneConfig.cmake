@@ -24,6 +24,13 @@
 # asked of `annotune build` when CMake configures; a change to any of those files configures
 # again (vendored files seldom change).
 #
+#   annotune_check_tuning(<test> SOURCE <file> [DEVICE <name>] [MEASURE])
+#
+# A CTest test, `ctest -R <test>`, that runs `annotune check <file> [--device <name>]
+# [--measure]`: it passes while the committed tuned header of <file> for the device at hand
+# still holds (nothing it was tuned from changed; with MEASURE, re-measured still faster than
+# the defaults) and fails naming what changed. Call enable_testing() (or include(CTest)) first.
+#
 # Sets ANNOTUNE_EXECUTABLE (cache: the annotune the build runs; first the one installed beside
 # this module's Python, then PATH) and annotune_INCLUDE_DIR (annotune_timing.h, for programs
 # that report their own times). When no annotune command is found, find_package fails with the
@@ -209,6 +216,43 @@ function(annotune_tuned_header)
     endif()
     target_compile_options("${target}" PRIVATE "$<$<COMPILE_LANGUAGE:${lang}>:${option}>")
   endforeach()
+endfunction()
+
+function(annotune_check_tuning)
+  set(usage "annotune_check_tuning(<test> SOURCE <file> [DEVICE <name>] [MEASURE])")
+  if(ARGC LESS 1 OR ARGV0 MATCHES "^(SOURCE|DEVICE|MEASURE)$")
+    message(FATAL_ERROR "annotune_check_tuning: the test's name comes first; usage: ${usage}")
+  endif()
+  set(test "${ARGV0}")
+  set(where "annotune_check_tuning(${test})")
+  cmake_parse_arguments(PARSE_ARGV 1 arg "MEASURE" "SOURCE;DEVICE" "")
+  if(arg_UNPARSED_ARGUMENTS)
+    list(GET arg_UNPARSED_ARGUMENTS 0 first)
+    message(FATAL_ERROR "${where}: unknown argument '${first}'; usage: ${usage}")
+  endif()
+  foreach(keyword IN LISTS arg_KEYWORDS_MISSING_VALUES)
+    message(FATAL_ERROR "${where}: ${keyword} needs a value; usage: ${usage}")
+  endforeach()
+  if(NOT DEFINED arg_SOURCE)
+    message(FATAL_ERROR "${where}: SOURCE <file> is missing (the annotated source whose tuned "
+                        "header is checked); usage: ${usage}")
+  endif()
+  if(NOT ANNOTUNE_EXECUTABLE)
+    get_property(missing GLOBAL PROPERTY ANNOTUNE_MISSING_MESSAGE)
+    message(FATAL_ERROR "${where}: ${missing}")
+  endif()
+  get_filename_component(source "${arg_SOURCE}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
+  if(NOT EXISTS "${source}" OR IS_DIRECTORY "${source}")
+    message(FATAL_ERROR "${where}: SOURCE ${source} is not a file")
+  endif()
+  set(args "")
+  if(DEFINED arg_DEVICE)
+    list(APPEND args --device "${arg_DEVICE}")
+  endif()
+  if(arg_MEASURE)
+    list(APPEND args --measure)
+  endif()
+  add_test(NAME "${test}" COMMAND "${ANNOTUNE_EXECUTABLE}" check "${source}" ${args})
 endfunction()
 
 # SHADOW, when CMake configures: `annotune build --shadow-dir` writes the copies (and the

@@ -98,3 +98,11 @@ def _end_session(process: subprocess.Popen) -> None:
     with contextlib.suppress(OSError):
         process.kill()
     process.wait()
+
+
+def version_output(executable: str) -> str:
+    """All that `<compiler> --version` prints (empty if it cannot be run): the compiler's
+    identity for the compile cache's key and a tuned header's provenance alike. Here, not in
+    the builder, so that `annotune check` asks it without importing the builder."""
+    done = run_tool([executable, "--version"], timeout=30)
+    return "" if done.returncode is None else done.output

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
     from annotune.annotate.problem import Problem, TunableParam
     from annotune.core.records import Number
+    from annotune.emit.provenance import Provenance
 
 TEMPLATE = "tuned_header.h.j2"
 TUNED_DIR = "tuned"
@@ -90,6 +91,7 @@ def render_header(
     speedup: str = "",
     note: str = "",
     environment: str = "",
+    provenance: Provenance | None = None,
 ) -> str:
     """The tuned header: `params` (a value for every parameter of `problem`) and how they were
     found. Times are in milliseconds; `predicted` says `best_time` is a model's estimate rather
@@ -97,12 +99,15 @@ def render_header(
     interval), never computed here from search times; `note` is one more line of the comment
     (`annotune predict` says there that the values are `PREDICTED`); `environment` the
     variables that changed the times ("OMP_NUM_THREADS=4, ..."): the tuned values hold under
-    them. Raises ValueError when `params` does not name exactly the parameters."""
+    them; `provenance` what it was tuned from (`emit.provenance`: one JSON line of the comment,
+for `annotune check`). Raises ValueError when `params` does not name exactly the parameters."""
     names = [p.name for p in problem.params]
     if set(params) != set(names):
         missing = sorted(set(names) - set(params))
         extra = sorted(set(params) - set(names))
         raise ValueError(f"params must name every parameter: missing {missing}, extra {extra}")
+    from annotune.emit.provenance import provenance_line
+
     best = _ms(best_time)
     if predicted:
         best += f" ({PREDICTED})"
@@ -118,6 +123,7 @@ def render_header(
         speedup=speedup,
         note=note,
         environment=environment,
+        provenance=provenance_line(provenance) if provenance is not None else "",
         guard=_guard(problem.source),
         params=[_define(p, params[p.name], problem.source.name) for p in problem.params],
         **_env(problem, params),
@@ -134,6 +140,7 @@ def render_defaults_header(
         source=problem.source.name,
         device=device,
         tool_version=tool_version,
+        provenance="",
         guard=_guard(problem.source),
         params=[_define(p, p.default, problem.source.name) for p in problem.params],
         **_env(problem, {p.name: p.default for p in problem.params}),

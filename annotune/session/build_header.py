@@ -101,7 +101,7 @@ def checked_header(
             stand_in = (str(found.header), found.warning) if found is not None else None
         problem = _problem(file, config)
         defaults = None if tuned or stand_in else _defaults(problem, name)
-        record = BuildRecord(_inputs(problem, file, gpus), stand_in, defaults)
+        record = BuildRecord(source_inputs(problem, file, gpus), stand_in, defaults)
         keep = before.items() <= record.inputs.items()  # else the source changed as it was read
     for path, digest in record.inputs.items():  # every file the front end read, headers too,
         what = "a file the source reads" if digest else _LOOKED_IN  # and every place looked in
@@ -149,7 +149,7 @@ def _tuned_devices(header: Path) -> list[str]:
     return [folder.name for folder in folders if (folder / header.name).is_file()]
 
 
-def _inputs(problem: Problem, file: Path, gpus: Path | None) -> dict[str, str | None]:
+def source_inputs(problem: Problem, file: Path, gpus: Path | None) -> dict[str, str | None]:
     """The digest of every place what `build` works out depends on: the source and every file
     the front end read, every place it looked for a header (`Problem.looked_at`: one that
     appears where none was is a change) and each response file of the compile command, the

@@ -15,10 +15,12 @@ from annotune.core.diagnostics import AnnotuneError
 from annotune.core.output_check import OutputCheck
 from annotune.core.records import Number, objective_value
 from annotune.emit import render_header, tuned_header_path, write_if_changed
+from annotune.emit.provenance import Provenance
 from annotune.results.database import config_key
 from annotune.run.device import CPU_PREFIX
 from annotune.run.program import RunSpec
 from annotune.session.measuring import Measuring, build_iter
+from annotune.session.provenance import tuned_from
 from annotune.session.recheck import Verdict, recheck
 from annotune.session.report import (
     Drift,
@@ -207,6 +209,7 @@ def _write_header(
         speedup=speedup_claim(verdict, m.objective),
         note=objective_note(m.objective, best, default),
         environment=m.measurer.environment(best.params),
+        provenance=_provenance(m, problem, best, verdict),
     )
     try:
         write_if_changed(header, text)
@@ -214,6 +217,24 @@ def _write_header(
         p.warnings += (f"the tuned header was not written: {error.message}",)
         return None
     return header
+
+
+def _provenance(
+    m: Measuring, problem: Problem, best: Outcome, verdict: Verdict | None
+) -> Provenance:
+    """What the header was tuned from (`session.provenance`), for `annotune check`."""
+    compiler = getattr(m.builder, "compiler", None)  # a replay builder compiles nothing
+    claimed = verdict is not None and not verdict.kept_baseline
+    return tuned_from(
+        problem,
+        best.params,
+        device=m.progress.device,
+        compile_argv=compiler.argv if compiler is not None else None,
+        mode=str(m.measurer.to_json().get("mode", "program")),
+        objective=m.objective,
+        speedup=verdict.speedup if claimed and verdict is not None else None,
+        interval=verdict.interval if claimed and verdict is not None else None,
+    )
 
 
 def _kernel_only(problem: Problem, winner: Mapping[str, Number] | None) -> tuple[str, ...]:

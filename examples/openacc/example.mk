@@ -4,6 +4,8 @@
 #   make COMPILER=nvc         nvc -acc -Minfo=accel (OpenACC on the GPU), when nvc is installed
 #   make run                  build and run (exits 1 if the result is wrong)
 #   make tune                 annotune tune $(NAME).c, then commit tuned/<device>/$(NAME).h
+#   make check-tuning         annotune check $(NAME).c: exit 1 when this device's committed
+#                             header is stale (something it was tuned from changed)
 #   make ANNOTUNE='python -m annotune'   how to call annotune, if it is not on PATH
 #
 # `annotune build` copies this device's committed header from tuned/ (or writes the defaults)
@@ -49,8 +51,11 @@ run: $(NAME)
 tune:
 	$(ANNOTUNE) tune $(NAME).c --budget 40
 
+check-tuning:
+	$(ANNOTUNE) check $(NAME).c $(CHECK_FLAGS)
+
 clean:
 	rm -rf $(NAME) build
 
 FORCE:
-.PHONY: run tune clean FORCE
+.PHONY: run tune check-tuning clean FORCE

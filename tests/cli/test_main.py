@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-import annotune.cli.explain
 import annotune.api.scan
+import annotune.cli.explain
 import annotune.cli.scan
 from annotune import __version__
 from annotune.cli import main

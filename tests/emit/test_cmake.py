@@ -408,3 +408,38 @@ def test_shadow_misuse_stops_the_configuration_with_a_clear_message(tmp_path, ca
     done = _configure(tmp_path, INCLUDE + call)
     assert done.returncode != 0
     assert message in " ".join(done.stderr.split()), done.stderr
+
+
+@pytest.mark.slow
+def test_check_tuning_is_a_ctest_test_that_fails_once_the_header_is_stale(tmp_path, data_dir):
+    """annotune_check_tuning: `ctest` passes while the committed header holds, and fails
+    naming the file changed since it was tuned (docs/guide/check.md)."""
+    from annotune.session.provenance import tuned_from
+
+    shutil.copytree(data_dir / "check", tmp_path / "src")
+    source = tmp_path / "src" / "work.c"
+    problem = read_problem(source)
+    provenance = tuned_from(
+        problem, {"WAY": 1}, device=DEVICE, compile_argv=("gcc", "{source}", "-o", "{output}"),
+        mode="program", objective="time", speedup=None, interval=None,
+    )  # fmt: skip
+    text = render_header(problem, {"WAY": 1}, device=DEVICE, space_size=2, measurements=2,
+                         default_time=2.0, best_time=1.0, tool_version="0.1.0",
+                         provenance=provenance)  # fmt: skip
+    header = tuned_header_path(source, DEVICE)
+    header.parent.mkdir(parents=True)
+    header.write_text(text)
+    body = (
+        f"include({CMAKE_DIR}/annotuneConfig.cmake)\nenable_testing()\n"
+        "annotune_check_tuning(work-tuning SOURCE src/work.c)"
+    )
+    done = _configure(tmp_path, body)
+    assert done.returncode == 0, done.stderr
+    build = tmp_path / "build"
+    assert "100% tests passed" in _run("ctest", "--output-on-failure", cwd=build)
+    (tmp_path / "src" / "work.h").write_text("#define UNIT 1\n")
+    failed = subprocess.run(
+        ["ctest", "--output-on-failure"], cwd=build, env=_env(), capture_output=True, text=True
+    )
+    assert failed.returncode != 0
+    assert "work.h changed since it was tuned" in failed.stdout

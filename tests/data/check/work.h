@@ -1,0 +1,2 @@
+/* How much work one unit of cost.txt is. */
+#define UNIT 500000
