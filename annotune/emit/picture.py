@@ -41,7 +41,7 @@ class FinalCheck:
 
     speedup: float | None
     interval: tuple[float, float] | None
-    rounds: int
+    rounds: int | None  # None: not known (the claim was read from the tuned header)
     kept_default: bool
 
 
@@ -256,14 +256,14 @@ def _summary_rows(picture: TunePicture) -> list[tuple[str, str]]:
     if check is None:
         rows.append(("final check", "none stored"))
     elif check.kept_default or check.speedup is None or check.interval is None:
-        rows.append(("final check", f"no contender significantly faster ({check.rounds} rounds)"))
+        rows.append(("final check", f"no contender significantly faster{_rounds(check)}"))
     else:
         low, high = check.interval
         rows.append(
             (
                 "final check",
-                f"{check.speedup:.2f}x the default (95% interval {low:.2f}-{high:.2f}, "
-                f"{check.rounds} rounds)",
+                f"{check.speedup:.2f}x the default (95% interval {low:.2f}-{high:.2f})"
+                f"{_rounds(check)}",
             )
         )
     return rows
@@ -349,6 +349,10 @@ def _sizes(ax: Any, picture: TunePicture) -> None:
     ax.set_xlabel(f"{picture.size_name} (* predicted)")
     ax.set_ylabel("time (ms)")
     ax.legend(fontsize=8)
+
+
+def _rounds(check: FinalCheck) -> str:
+    return "" if check.rounds is None else f" ({check.rounds} rounds)"
 
 
 def _config(config: Mapping[str, Number] | None) -> str:

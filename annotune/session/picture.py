@@ -19,6 +19,7 @@ from annotune.core.files import read_regular
 from annotune.core.records import Number, normalized_performance
 from annotune.emit import tuned_header_path
 from annotune.emit.picture import FinalCheck, SizePoint, TunePicture
+from annotune.emit.provenance import Provenance, read_provenance
 from annotune.emit.sizes import SizeTable, read_size_table
 from annotune.results.database import Database, existing, sources_hash
 from annotune.results.studies import StudyRecord, find_study
@@ -87,8 +88,17 @@ def tune_picture(
     default = _default_of(found, defaults)
     notes: list[str] = []
     times = tuple(m.time for m in found.measurements)
+    check = final_check_of(verdict)
+    recorded = None if verdict is not None else _recorded(source, found.study.key.device, out_dir)
     if verdict is not None:
         winner: dict[str, Number] | None = dict(verdict.winner)
+    elif recorded is not None and recorded.params:
+        winner = {k: v for k, v in recorded.params.items() if k in found.names}
+        kept = recorded.speedup is None or winner == {k: default[k] for k in winner}
+        check = FinalCheck(recorded.speedup, recorded.interval, None, kept)
+        notes.append(
+            f"the winner and the final check's claim are the tuned header's ({recorded.date})"
+        )
     else:
         winner = _fastest(found)
         notes.append("no final check with this picture: the winner shown is the fastest measured")
@@ -106,12 +116,26 @@ def tune_picture(
         times=times,
         default=default,
         winner=winner,
-        check=final_check_of(verdict),
+        check=check,
         importance=_importance(found),
         sizes=sizes,
         size_name=size_name,
         notes=tuple(notes),
     )
+
+
+def _recorded(source: Path, device: str, out_dir: Path | None) -> Provenance | None:
+    """What the device's tuned header records of its tune (its provenance), when it was
+    tuned on this study's device; None for an old header, a size-aware one, or none."""
+    header = tuned_header_path(source, device, out_dir)
+    data = read_regular(header, limit=HEADER_LIMIT)
+    if data is None:
+        return None
+    try:
+        recorded = read_provenance(data.decode("utf-8", "replace"), str(header))
+    except AnnotuneError:
+        return None  # a garbled record: `annotune check` says so; the picture does without
+    return recorded if recorded is not None and recorded.device == device else None
 
 
 def _default_of(found: StudyRecord, defaults: dict[str, Number]) -> dict[str, Number]:

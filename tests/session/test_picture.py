@@ -90,3 +90,44 @@ def test_an_edited_source_has_no_picture_yet(source):
 def test_no_database(source):
     with pytest.raises(AnnotuneError, match="no results database"):
         tune_picture(source)
+
+
+def write_tuned_header(source: Path, device: str, params: dict, speedup: float | None) -> Path:
+    """A tuned header as `tune` leaves it, with the provenance line `check` reads."""
+    from annotune.emit import tuned_header_path
+    from annotune.emit.provenance import CompilerMark, Provenance, provenance_line
+
+    provenance = Provenance(
+        device=device,
+        date="2026-12-01",
+        source=source.name,
+        knobs=(),
+        knobs_digest="",
+        files={},
+        compiler=CompilerMark("cc", "/usr/bin/cc", ""),
+        params=params,
+        speedup=speedup,
+        interval=None if speedup is None else (speedup - 0.1, speedup + 0.1),
+    )
+    header = tuned_header_path(source, device)
+    header.parent.mkdir(parents=True, exist_ok=True)
+    header.write_text(f"/*\n * {provenance_line(provenance)}\n */\n#define B 16\n")
+    return header
+
+
+def test_without_a_verdict_the_tuned_headers_claim_is_shown(source):
+    record(source)
+    write_tuned_header(source, "gpu-a", {"B": 16, "U": 1}, 1.9)
+    shown = tune_picture(source)
+    assert shown.winner == {"B": 16, "U": 1}  # the header's, not the fastest measured (32)
+    assert shown.check is not None and shown.check.interval == pytest.approx((1.8, 2.0))
+    assert shown.check.rounds is None and not shown.check.kept_default
+    assert any("tuned header's (2026-12-01)" in n for n in shown.notes)
+
+
+def test_a_header_tuned_on_another_device_is_not_this_studys_claim(source):
+    record(source)
+    header = write_tuned_header(source, "gpu-b", {"B": 4, "U": 1}, 1.5)
+    header.rename(header.with_name(header.name.replace("gpu-b", "gpu-a")))
+    shown = tune_picture(source)
+    assert shown.winner == {"B": 32, "U": 1} and shown.check is None
