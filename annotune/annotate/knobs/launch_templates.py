@@ -208,7 +208,8 @@ def _resolved(
 ) -> tuple[str, ...]:
     """What a launch argument computes, as components: `dim3(4, 4)` by component, a name of
     a `dim3` declaration (the last before the launch) by that declaration's, a name with one
-    declaration of a literal initializer by its value, anything else as written."""
+    declaration of a literal initializer by its value, a name no initializer sets by what the
+    statements before the launch set it to (`_assigned`), anything else as written."""
     inline = _dim3_components(group.tokens)
     if inline is not None:
         return inline
@@ -227,7 +228,31 @@ def _resolved(
         values = [v for v in values if v is not None]
         if len(values) == 1:
             return (" ".join(t.text for t in values[0]),)
+        if not values:
+            assigned = _assigned(tokens, name, site.opening.start)
+            if assigned is not None:
+                return (assigned,)
     return (group.text,)
+
+
+def _assigned(tokens: list[Token], name: str, before: int) -> str | None:
+    """What a name declared without an initializer is set to by statements before `before`
+    (`threadsPerBlock = order < 256 ? order : 256;`), when they all say the same: the value
+    the launch reads, as an initializer would give it. None when no statement sets it, or
+    two set it otherwise (the value then depends on the path taken)."""
+    said: set[str] = set()
+    for i, token in enumerate(tokens[:-1]):
+        if token.start >= before:
+            break
+        if token.kind != "identifier" or token.text != name or tokens[i + 1].text != "=":
+            continue
+        if i and tokens[i - 1].text in (".", "->", "::", "="):
+            continue  # `x.name = ...`, `a = name = ...`: another thing, or not alone
+        end = next((j for j in range(i + 2, len(tokens)) if tokens[j].text == ";"), None)
+        if end is None or end == i + 2:
+            return None
+        said.add(" ".join(t.text for t in tokens[i + 2 : end]))
+    return said.pop() if len(said) == 1 else None
 
 
 def _dim3_components(tokens: tuple[Token, ...]) -> tuple[str, ...] | None:

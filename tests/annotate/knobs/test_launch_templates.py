@@ -161,3 +161,46 @@ def test_a_launch_written_twice_is_refused(tmp_path):
     )
     with pytest.raises(AnnotuneError, match="rewritten twice"):
         read_problem(project(tmp_path, config))
+
+
+CAPPED = """\
+__global__ void find(int *x, int order) { x[threadIdx.x] = order; }
+void launch(int *x, int order, int count) {
+  int threads;
+  threads = order < 256 ? order : 256;
+  find<<<count, threads>>>(x, order);
+}
+"""
+
+CAP = """\
+[file.params]
+CAP = { domain = "pow2(64, 1024)", default = 256 }
+[[file.launch]]
+kernel = "find"
+block = "order < CAP ? order : CAP"
+"""
+
+
+def test_a_name_set_by_a_statement_is_read_through_that_statement(tmp_path):
+    # shaped like HeCBench b+tree-cuda's kernel wrappers: the block is a variable that no
+    # initializer sets, a statement caps it at a literal, and the launch names the variable
+    problem = read_problem(project(tmp_path, CAP, CAPPED))
+    assert [r.written for r in problem.rewrites] == ["threads"]
+    text = variant_source(problem, {"CAP": 512}).files["k.cu"].decode()
+    assert "find<<<count, order < 512 ? order : 512>>>(x, order);" in text
+    assert variant_source(problem, {"CAP": 256}).files["k.cu"].decode() == CAPPED
+
+
+@pytest.mark.parametrize(
+    "statements",
+    [
+        "threads = order < 128 ? order : 128;",  # the vendored file changed: another cap
+        "threads = order < 256 ? order : 256;\n  if (order > 9) threads = 32;",  # two values
+    ],
+)
+def test_a_statement_that_computes_otherwise_is_an_error_at_the_config(tmp_path, statements):
+    code = CAPPED.replace("threads = order < 256 ? order : 256;", statements)
+    with pytest.raises(AnnotuneError) as caught:
+        read_problem(project(tmp_path, CAP, code))
+    assert "at the defaults (CAP = 256)" in caught.value.message
+    assert caught.value.location.line == 7  # the config's block
