@@ -44,7 +44,27 @@ struct __half { unsigned short __x; };
 typedef unsigned long long cudaTextureObject_t;
 typedef unsigned long long cudaSurfaceObject_t;
 typedef struct __half half;
-"""
+""" + "".join(
+    f"struct __attribute__((aligned({align}))) {name}{n} {{ {base} {', '.join('xyzw'[:n])}; }};\n"
+    for name, base, size in (
+        ("char", "signed char", 1),
+        ("uchar", "unsigned char", 1),
+        ("short", "short", 2),
+        ("ushort", "unsigned short", 2),
+        ("int", "int", 4),
+        ("uint", "unsigned", 4),
+        ("long", "long", 8),
+        ("ulong", "unsigned long", 8),
+        ("longlong", "long long", 8),
+        ("ulonglong", "unsigned long long", 8),
+        ("float", "float", 4),
+        ("double", "double", 8),
+    )  # fmt: skip
+    for n in (1, 2, 3, 4)
+    for align in (size if n == 3 else min(size * n, 16),)
+)
+"""CUDA's vector types (`float4`, `double2`, `uchar3`, ...), as vector_types.h declares them:
+the lanes x..w of one base type, aligned to their size up to 16 (a 3-vector to its base)."""
 
 
 def parse_cuda(

@@ -97,7 +97,8 @@ def checked_fill(
     holds (never silently wrapped)."""
     if rule in ("range", "uniform") and not bounds[0] < bounds[1]:
         raise LaunchError(f"{what} is empty: {rule}({bounds[0]}, {bounds[1]})")
-    dtype = np.dtype(element)
+    lanes = int(np.prod(np.dtype(element).shape))  # a vector type's: each lane an element
+    dtype, count = np.dtype(element).base, count * lanes
     if dtype.kind in "iub":
         low, high = (0, 1) if dtype.kind == "b" else (np.iinfo(dtype).min, np.iinfo(dtype).max)
         if rule == "iota":

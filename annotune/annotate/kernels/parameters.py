@@ -38,7 +38,18 @@ KIND_DTYPES = {
     ci.TypeKind.ULONGLONG: "uint64",
 }
 RECORD_DTYPES = {"__half": "float16"}
-SUPPORTED = "float, double, __half, bool, char, short, int, long, long long and unsigned"
+_VECTOR = re.compile(r"(u?char|u?short|u?int|u?long|u?longlong|float|double)([1-4])")
+_LANES = {
+    "char": "int8", "uchar": "uint8", "short": "int16", "ushort": "uint16", "int": "int32",
+    "uint": "uint32", "long": "int64", "ulong": "uint64", "longlong": "int64",
+    "ulonglong": "uint64", "float": "float32", "double": "float64",
+}  # fmt: skip
+"""A CUDA vector type's lanes: `float4` is 4 float32, a numpy subarray dtype "(4,)float32",
+whose arrays are (count, 4): each lane filled and compared as an element is."""
+SUPPORTED = (
+    "float, double, __half, bool, char, short, int, long, long long and unsigned, and arrays "
+    "of CUDA's vector types (float4, int2, ...)"
+)
 
 ARRAY_KINDS = (ci.TypeKind.CONSTANTARRAY, ci.TypeKind.INCOMPLETEARRAY)
 
@@ -90,7 +101,7 @@ def kernel_argument(
                 at,
                 hint=hint,
             )
-        dtype = _dtype(pointee, param, at, hint)
+        dtype = _dtype(pointee, param, at, hint, lanes=True)
         if kind != "in" and const:
             raise AnnotuneError(
                 f"'{param.spelling}' points to const ({ctype}): it can only be in(...)",
@@ -133,9 +144,12 @@ def _is_const(pointee: ci.Type) -> bool:
         pointee = pointee.get_canonical().get_array_element_type()
 
 
-def _dtype(ctype: ci.Type, param: ci.Cursor, at: Location, hint: str) -> str:
+def _dtype(
+    ctype: ci.Type, param: ci.Cursor, at: Location, hint: str, *, lanes: bool = False
+) -> str:
     """The numpy dtype of a value of `ctype`; of an array's elements (the count an argument
-    gives counts them, not the arrays)."""
+    gives counts them, not the arrays). `lanes`: an array's elements may be a vector type
+    (a value may not: one number cannot say its lanes)."""
     canonical = ctype.get_canonical()
     while canonical.kind in ARRAY_KINDS:
         canonical = canonical.get_array_element_type().get_canonical()
@@ -145,6 +159,9 @@ def _dtype(ctype: ci.Type, param: ci.Cursor, at: Location, hint: str) -> str:
         record = canonical.get_declaration().spelling
         if record in RECORD_DTYPES:
             return RECORD_DTYPES[record]
+        vector = _VECTOR.fullmatch(record)
+        if vector is not None and lanes:
+            return f"({vector.group(2)},){_LANES[vector.group(1)]}"
     raise AnnotuneError(
         f"parameter '{param.spelling}' has type '{param.type.spelling}', for which annotune cannot "
         f"make data (supported: pointers to and values of {SUPPORTED})",

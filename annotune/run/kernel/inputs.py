@@ -54,24 +54,27 @@ class HostInputs:
 def input_data(arg: LaunchArg, rng: np.random.Generator) -> np.ndarray:
     """An input array's elements: by its fill rule (`annotate.grammar.FILLS`, bounds checked
     when the launch was computed), else floats uniform in [0, 1), booleans 0 or 1 and other
-    integers in [0, INTEGER_INPUT_LIMIT)."""
-    dtype = np.dtype(arg.dtype)
+    integers in [0, INTEGER_INPUT_LIMIT). A vector type's array is (count, lanes), each lane
+    an element; `iota` counts lanes."""
+    dtype = np.dtype(arg.dtype).base  # a vector type's lanes: (count, lanes) of its base
+    shape = (arg.count, *np.dtype(arg.dtype).shape)
+    count = int(np.prod(shape))
     rule, bounds = arg.fill if arg.fill is not None else ("", ())
     if rule == "iota":
-        data = np.arange(arg.count)
+        data = np.arange(count)
     elif rule == "value":
-        data = np.full(arg.count, bounds[0])
+        data = np.full(count, bounds[0])
     elif rule == "range" or (rule == "uniform" and dtype.kind != "f"):
-        data = rng.integers(int(bounds[0]), int(bounds[1]), arg.count)
+        data = rng.integers(int(bounds[0]), int(bounds[1]), count)
     elif rule == "uniform":
-        data = rng.uniform(float(bounds[0]), float(bounds[1]), arg.count)
+        data = rng.uniform(float(bounds[0]), float(bounds[1]), count)
     elif dtype.kind == "f":
-        data = rng.random(arg.count)
+        data = rng.random(count)
     elif dtype.kind == "b":
-        data = rng.integers(0, 2, arg.count)
+        data = rng.integers(0, 2, count)
     else:
-        data = rng.integers(0, INTEGER_INPUT_LIMIT, arg.count)
-    return data.astype(dtype)
+        data = rng.integers(0, INTEGER_INPUT_LIMIT, count)
+    return data.astype(dtype).reshape(shape)
 
 
 def scalar(arg: LaunchArg) -> np.generic:

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from annotune.annotate.kernels import KernelSpec, LaunchArg, LaunchError, kernel_specs
+from annotune.annotate.kernels.launch import checked_fill
 from annotune.annotate.source import parse_source
 from annotune.core.diagnostics import AnnotuneError
 from annotune.run.kernel import INTEGER_INPUT_LIMIT, input_data
@@ -53,6 +54,18 @@ def test_iota_counts_and_no_rule_keeps_the_default(tmp_path):
     plain = LaunchArg("x", "in", "float32", count=1000)
     expected = np.random.default_rng(7).random(1000).astype(np.float32)
     assert (input_data(plain, np.random.default_rng(7)) == expected).all()
+
+
+def test_a_vector_types_array_is_count_by_lanes_each_lane_an_element():
+    points = LaunchArg("p", "in", "(4,)float64", count=3)
+    drawn = input_data(points, np.random.default_rng(1))
+    assert drawn.shape == (3, 4) and drawn.dtype == np.float64 and drawn.nbytes == 3 * 32
+    assert (drawn == np.random.default_rng(1).random(12).reshape(3, 4)).all()
+    iota = LaunchArg("i", "in", "(2,)int32", count=3, fill=("iota", ()))
+    assert input_data(iota, np.random.default_rng(0)).tolist() == [[0, 1], [2, 3], [4, 5]]
+    bytes_ = LaunchArg("c", "in", "(3,)uint8", count=2, fill=("range", (0, 300)))
+    with pytest.raises(LaunchError, match="does not fit its type uchar3"):
+        checked_fill("range", bytes_.dtype, "uchar3", 2, (0, 300), "the fill of 'c'")
 
 
 @pytest.mark.parametrize(

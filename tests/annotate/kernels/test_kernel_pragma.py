@@ -258,12 +258,44 @@ def test_missing_name(tmp_path):
 
 def test_types_annotune_cannot_generate(tmp_path):
     text = (
-        "struct float4 { float x, y, z, w; };\n"
+        "struct particle { float x, y, z, w; };\n"
         "#pragma annotune kernel v grid(1) block(B) args(in(1))\n"
-        "__global__ void v(float4 *p) {}\n"
+        "__global__ void v(particle *p) {}\n"
     )
     error = error_of(tmp_path, text)
-    assert "type 'float4 *'" in error.message and at(error, text, "in(1)", 2)
+    assert "type 'particle *'" in error.message and at(error, text, "in(1)", 2)
+    text = "#pragma annotune kernel v grid(1) block(B) args(1)\n__global__ void v(float4 p) {}\n"
+    error = error_of(tmp_path, text)  # a value: one number cannot say four lanes
+    assert "type 'float4'" in error.message and "arrays of CUDA's vector types" in error.message
+
+
+VECTORS = """\
+#pragma annotune kernel v grid(1) block(B) args(in(8), out(8), inout(2), in(3), out(5))
+__global__ void v(const float4 *a, double2 *b, uchar3 *c, const int1 *d, ulonglong4 *e) {}
+"""
+
+
+def test_arrays_of_cudas_vector_types_are_arrays_of_their_lanes(tmp_path):
+    (spec,) = specs_of(tmp_path, VECTORS)
+    assert [a.dtype for a in spec.args] == [
+        "(4,)float32", "(2,)float64", "(3,)uint8", "(1,)int32", "(4,)uint64",
+    ]  # fmt: skip
+    assert spec.mangled_name == "_Z1vPK6float4P7double2P6uchar3PK4int1P10ulonglong4"
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+def test_a_vector_kernels_mangled_name_is_nvccs(tmp_path):
+    (spec,) = specs_of(tmp_path, VECTORS)
+    cubin = tmp_path / "v.cubin"
+    subprocess.run(
+        ["nvcc", "-cubin", "-arch=sm_90", str(tmp_path / "k.cu"), "-o", str(cubin)],
+        check=True,
+        capture_output=True,
+    )
+    symbols = subprocess.run(
+        ["readelf", "-sW", str(cubin)], check=True, capture_output=True, text=True
+    ).stdout
+    assert spec.mangled_name in symbols
     text = (
         '#include "missing_types.h"\n'
         "#pragma annotune kernel v grid(1) block(B) args(in(1))\n"
