@@ -302,18 +302,25 @@ def chosen_kernel(problem: Problem, mode: str, name: str | None) -> KernelSpec |
         return None
     if name is None:
         if len(kernels) > 1:
-            listed = ", ".join(k.name for k in kernels)
+            listed = ", ".join(k.declared for k in kernels)
             raise AnnotuneError(
                 f"{len(kernels)} kernels are declared ({listed}): choose one with --kernel",
                 kernels[0].location,
             )
         return kernels[0]
-    for spec in kernels:
-        if spec.name == name:
-            return spec
+    wanted = "".join(name.split())  # `dot< double >` is `dot<double>`
+    found = [k for k in kernels if "".join(k.declared.split()) == wanted]
+    found = found or [k for k in kernels if k.name == name]  # a template's name, alone
+    if len(found) == 1:
+        return found[0]
     declared = "; ".join(
-        f"{k.name} at {k.location.file}:{k.location.line}:{k.location.column}" for k in kernels
+        f"{k.declared} at {k.location.file}:{k.location.line}:{k.location.column}" for k in kernels
     )
+    if found:
+        raise AnnotuneError(
+            f"--kernel {name}: {len(found)} instances of it are declared: name one",
+            hint=f"declared: {declared}",
+        )
     raise AnnotuneError(
         f"--kernel {name}: no such kernel is declared", hint=f"declared: {declared}"
     )

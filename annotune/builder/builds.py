@@ -13,7 +13,7 @@ from types import TracebackType
 
 from annotune.annotate import Problem
 from annotune.annotate.kernels import LaunchError
-from annotune.builder.compiler import CompilerCommand, cubin_compiler, default_compiler
+from annotune.builder.compiler import CompilerCommand, default_compiler
 from annotune.builder.dependencies import (
     Digests,
     command_files,
@@ -33,6 +33,7 @@ from annotune.builder.entries import (
     transient,
 )
 from annotune.builder.nvrtc_builds import NvrtcBuilds, nvrtc_missing, nvrtc_setup
+from annotune.builder.nvrtc_flags import NvrtcFlags, kernel_commands
 from annotune.builder.preprocessed import program_digest
 from annotune.builder.symbols import found_instances, instantiating
 from annotune.builder.units import Job, ProgramCompile, compile_includes
@@ -61,12 +62,13 @@ class Builder:
     annotune cannot run preprocess-only), a definition annotune did not read can override a
     tuned value unnoticed, which the session should tell the user too.
 
-    `nvrtc_arch` without a `compiler` asks for NVRTC cubins for that architecture (nvcc's
-    cubin command compiles what NVRTC cannot). `nvrtc_unavailable` says why NVRTC was asked
-    for and is not used (the package is missing, the problem has no `device_code`, NVRTC does
-    not know the architecture): then nvcc compiles every variant, and the session should say
-    so. It is "" when NVRTC is used or was not asked for. A builder that may have started
-    NVRTC's worker processes is closed (`close()`, or `with`).
+    `nvrtc_arch` asks for kernel mode's cubins for it: by NVRTC given the flags of `compiler`
+    (the user's compile command) it understands, by nvcc's cubin command made from `compiler`
+    for what NVRTC cannot compile (`nvrtc_flags`). `nvrtc_unavailable` says why NVRTC is not
+    used (the package is missing, the problem has no `device_code`, NVRTC does not know the
+    architecture, the command has a flag NVRTC cannot take): then nvcc compiles every variant,
+    each build's `fallback` says why, and the session should say so ("" when NVRTC is used).
+    A builder that may have started NVRTC's worker processes is closed (`close()`, or `with`).
     """
 
     def __init__(
@@ -80,9 +82,9 @@ class Builder:
         nvrtc_arch: tuple[int, int] | None = None,
     ):
         self.problem = problem
-        nvrtc_asked = compiler is None and nvrtc_arch is not None
-        if nvrtc_asked:
-            compiler = cubin_compiler(nvrtc_arch)  # NVRTC's fallback, or all when NVRTC is out
+        command = NvrtcFlags()
+        if nvrtc_arch is not None:  # kernel mode: cubins, by NVRTC given the command's flags
+            compiler, command = kernel_commands(compiler, nvrtc_arch)
         self.compiler = (
             compiler.for_pragmas(problem.pragmas)
             if compiler is not None
@@ -101,10 +103,10 @@ class Builder:
         self._cubins = "-cubin" in self.compiler.argv  # kernel mode's builds
         self.nvrtc_unavailable = ""
         self._nvrtc: NvrtcBuilds | None = None
-        if nvrtc_asked and nvrtc_arch is not None:
-            self.nvrtc_unavailable = nvrtc_missing(problem, nvrtc_arch)
+        if nvrtc_arch is not None:
+            self.nvrtc_unavailable = nvrtc_missing(problem, nvrtc_arch) or command.refusal()
             if not self.nvrtc_unavailable:
-                setup = nvrtc_setup(problem, nvrtc_arch, self.jobs)
+                setup = nvrtc_setup(problem, nvrtc_arch, self.jobs, command)
                 self._nvrtc = NvrtcBuilds(problem, setup, timeout)
         self._program = ProgramCompile(
             problem, self.compiler, timeout, self.dependency_tracking, self._originals
@@ -158,7 +160,9 @@ class Builder:
         variants = [variant_source(self.problem, c, self._originals) for c in configs]
         digests = Digests(self._settled)
         batch = Batch(compile_environment(), digests, command_files(self.compiler.argv))
-        build_one = self._build_one if self._nvrtc is None else self._build_nvrtc
+        build_one = self._build_nvrtc if self._nvrtc is not None else self._build_one
+        if self.nvrtc_unavailable:  # every variant is NVRTC's fallback: each one says why
+            build_one = self._build_without_nvrtc
         pool = ThreadPoolExecutor(max_workers=self.jobs)
         try:
             futures = {
@@ -170,17 +174,9 @@ class Builder:
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
 
-    def _instances(self, params: dict[str, Number]) -> dict[str, str]:
-        """Each template kernel's instance for `params`, by kernel name (LaunchError when a
-        template argument cannot be computed); none but for a cubin build."""
-        if not self._cubins:
-            return {}
-        found = {kernel.name: kernel.instance(params) for kernel in self.problem.kernels}
-        return {name: instance for name, instance in found.items() if instance}
-
     def _build_one(self, variant: VariantSource, batch: Batch) -> BuildResult:
         try:
-            instances = self._instances(variant.params)
+            instances = _instances(self.problem, variant.params, self._cubins)
         except LaunchError as error:
             return BuildResult(variant.params, None, f"no template instance: {error}")
         if instances:  # nvcc instantiates what the source names: name the instances there
@@ -220,16 +216,22 @@ class Builder:
             raise
         return fresh(final, variant)
 
+    def _build_without_nvrtc(self, variant: VariantSource, batch: Batch) -> BuildResult:
+        """`variant` compiled by nvcc, NVRTC's fallback, saying why NVRTC was not used."""
+        return replace(self._build_one(variant, batch), fallback=self.nvrtc_unavailable)
+
     def _build_nvrtc(self, variant: VariantSource, batch: Batch) -> BuildResult:
         """`variant` compiled by NVRTC; by nvcc (`_build_one`) when NVRTC could not."""
         nvrtc = self._nvrtc
         assert nvrtc is not None
         try:
-            instances = self._instances(variant.params)
+            instances = _instances(self.problem, variant.params, self._cubins)
         except LaunchError as error:
             return BuildResult(variant.params, None, f"no template instance: {error}")
         sliced = nvrtc.sliced(variant)
-        includes = [*compile_includes(self.problem, variant), *nvrtc.setup.toolkit]
+        setup = nvrtc.setup
+        includes = [*compile_includes(self.problem, variant), *setup.command.includes]
+        includes += setup.toolkit
         key = nvrtc.key(variant, sliced, includes, instances)
         final = self.cache_dir / key[:2] / key
         built = load(final, variant.params, batch.digests)
@@ -244,6 +246,15 @@ class Builder:
             cached=built.cached and by_nvcc.cached,
             fallback=built.error,
         )
+
+
+def _instances(problem: Problem, params: dict[str, Number], cubins: bool) -> dict[str, str]:
+    """Each template kernel's instance for `params`, by its declared name (LaunchError when a
+    template argument cannot be computed); none but for a cubin build."""
+    if not cubins:
+        return {}
+    found = {kernel.declared: kernel.instance(params) for kernel in problem.kernels}
+    return {name: instance for name, instance in found.items() if instance}
 
 
 def _version_line(compiler: CompilerCommand, output: str) -> str:

@@ -45,6 +45,7 @@ from pathlib import Path
 from types import ModuleType
 
 from annotune.builder.compiler import CompileResult, _first_error, parse_ptxas, sm
+from annotune.builder.nvrtc_flags import NO_FLAGS, NvrtcFlags
 from annotune.builder.verify import Tuned
 
 TEST_EXIT_MARKER = "annotune test hook: end the NVRTC worker"
@@ -149,18 +150,25 @@ are left out, as libcu++ under NVRTC may read them as its own."""
 
 
 def nvrtc_options(
-    arch: tuple[int, int], defines: Sequence[str], includes: Sequence[str], prelude: str
+    arch: tuple[int, int],
+    defines: Sequence[str],
+    includes: Sequence[str],
+    prelude: str,
+    command: NvrtcFlags = NO_FLAGS,
 ) -> list[str]:
-    """The options of one variant's compile; `includes` are `-I` flags, in search order."""
+    """The options of one variant's compile; `includes` are `-I` flags, in search order;
+    `command`: what the compile command gives NVRTC, before the variant's `-D` (which win, as
+    `{defines}` after the command's own do), its pre-includes after annotune's prelude."""
     host = HOST_SYSTEM if sys.platform.startswith("linux") else ()
     return [
         f"--gpu-architecture={sm(arch)}",
         MINIMAL,
-        "-std=c++17",
+        f"-std={command.std or 'c++17'}",
         *host,
+        f"--pre-include={prelude}",
+        *command.options,
         *defines,
         *includes,
-        f"--pre-include={prelude}",
         "-Xptxas",
         "-v",
     ]

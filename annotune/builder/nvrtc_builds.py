@@ -38,6 +38,7 @@ from annotune.builder.nvrtc import (
     toolkit_include_dirs,
     value_checks,
 )
+from annotune.builder.nvrtc_flags import NO_FLAGS, NvrtcFlags
 from annotune.builder.variants import VariantSource, copies_first
 from annotune.builder.verify import tuned_macros
 from annotune.core.records import BuildResult
@@ -56,8 +57,7 @@ class NvrtcSetup:
     fingerprint: str  # what keys the cache
     toolkit: tuple[str, ...]  # the toolkit's include directories
     pool: NvrtcPool
-
-
+    command: NvrtcFlags = NO_FLAGS  # what the compile command gives NVRTC
 
 
 class NvrtcBuilds:
@@ -70,9 +70,12 @@ class NvrtcBuilds:
         self.timeout = timeout
 
     def identity(self, fallback: str) -> str:
-        """NVRTC's version and architecture, and the nvcc command of its `fallback`."""
+        """NVRTC's version and architecture, what the compile command gives it and what not,
+        and the nvcc command of its `fallback`."""
         arch = sm(self.setup.arch)
-        return f"NVRTC {self.setup.version} --gpu-architecture={arch}; fallback: {fallback}"
+        given = self.setup.command.describe()
+        given = f" ({given})" if given else ""
+        return f"NVRTC {self.setup.version} --gpu-architecture={arch}{given}; fallback: {fallback}"
 
     def sliced(self, variant: VariantSource) -> dict[str, bytes]:
         """The variant's files sliced to their device code, the main one with the value checks
@@ -107,7 +110,7 @@ class NvrtcBuilds:
             prelude = scratch / _PRELUDE
             prelude.write_text(nvrtc.prelude)
             flags = copies_first([f"-I{d}" for d in includes], variant, copies)
-            options = nvrtc_options(nvrtc.arch, variant.defines, flags, str(prelude))
+            options = nvrtc_options(nvrtc.arch, variant.defines, flags, str(prelude), nvrtc.command)
             main = copies / variant.main
             request = NvrtcRequest(
                 str(main), sliced[variant.main], tuple(options), str(scratch / PROGRAM),
@@ -143,7 +146,7 @@ class NvrtcBuilds:
             return result
         symbols = {}
         for kernel in self.problem.kernels:
-            instance = instances.get(kernel.name, "")
+            instance = instances.get(kernel.declared, "")
             symbol = result.symbols.get(instance, "") if instance else kernel.mangled_name
             if symbol not in result.resources:
                 cubin.unlink(missing_ok=True)
@@ -151,7 +154,7 @@ class NvrtcBuilds:
                 said = f"compile failed: NVRTC has no kernel {instance or symbol} (its: {named})"
                 return CompileResult(False, result.seconds, said)
             if instance:
-                symbols[kernel.name] = symbol
+                symbols[kernel.declared] = symbol
         return replace(result, symbols=symbols)
 
     def key(
@@ -164,8 +167,8 @@ class NvrtcBuilds:
         """NVRTC's library, the options but the scratch paths, the prelude, the template
         instances asked for and the sliced files' bytes (the main one with its value checks)."""
         nvrtc = self.setup
-        options = nvrtc_options(nvrtc.arch, variant.defines, includes, "")
-        named = "\0".join(instances.values())
+        options = nvrtc_options(nvrtc.arch, variant.defines, includes, "", nvrtc.command)
+        named = "\0".join(f"{d}={i}" for d, i in instances.items())  # symbols are keyed by d
         h = hashlib.sha256(b"nvrtc")
         for part in (nvrtc.fingerprint, "\0".join(options), nvrtc.prelude, named, variant.main):
             h.update(b"\0" + part.encode(errors="surrogateescape"))
@@ -184,9 +187,11 @@ def nvrtc_missing(problem: Problem, arch: tuple[int, int]) -> str:
     return nvrtc_unavailable(arch)
 
 
-def nvrtc_setup(problem: Problem, arch: tuple[int, int], jobs: int) -> NvrtcSetup:
+def nvrtc_setup(
+    problem: Problem, arch: tuple[int, int], jobs: int, command: NvrtcFlags = NO_FLAGS
+) -> NvrtcSetup:
     """What every NVRTC compile of `problem` for `arch` shares, its pool of `jobs` workers
-    started."""
+    started; `command`: what the user's compile command gives NVRTC."""
     assert problem.device_code is not None
     return NvrtcSetup(
         arch=arch,
@@ -196,4 +201,5 @@ def nvrtc_setup(problem: Problem, arch: tuple[int, int], jobs: int) -> NvrtcSetu
         fingerprint=nvrtc_fingerprint(),
         toolkit=tuple(toolkit_include_dirs()),
         pool=NvrtcPool(jobs),
+        command=command,
     )

@@ -105,12 +105,13 @@ def _libc_free():  # noqa: ANN202 - a ctypes function
 
 def instantiating(variant: VariantSource, instances: dict[str, str]) -> VariantSource:
     """`variant` with its main file naming each template kernel's instance at its end, in host
-    code, which makes nvcc instantiate it: kernel mode launches it, the program may not."""
+    code, which makes nvcc instantiate it: kernel mode launches it, the program may not. Each
+    line names the declaration too: the cache entry holds the symbols by it."""
     lines = [b"\n/* annotune: the template instances kernel mode launches */\n"]
     lines += [
-        f"static void *const annotune_instance_{index} __attribute__((unused)) = "
-        f"(void *)&{instance};\n".encode()
-        for index, instance in enumerate(instances.values())
+        f"/* {declared} */ static void *const annotune_instance_{index} "
+        f"__attribute__((unused)) = (void *)&{instance};\n".encode()
+        for index, (declared, instance) in enumerate(instances.items())
     ]
     files = {**variant.files, variant.main: variant.files[variant.main] + b"".join(lines)}
     return replace(variant, files=files, rewritten=True)

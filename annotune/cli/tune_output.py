@@ -234,9 +234,15 @@ def print_report(report: TuneReport) -> None:
         )
     if verdict is not None and verdict.contenders:
         early = ", stopped once decided" if verdict.stopped_early else ""
+        stored = (
+            f"; stored {verdict.stored}, read back: every measurement was reused"
+            if verdict.stored
+            else ""
+        )
         stdout.print(
             f"final check   {len(verdict.contenders)} contender(s) and the baseline, "
-            f"{verdict.rounds} rounds{early}"
+            f"{verdict.rounds} rounds{early}{stored}",
+            markup=False,
         )
     if report.header is not None:
         stdout.print(f"header        {report.header}", markup=False, highlight=False)

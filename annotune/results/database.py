@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from annotune.core.records import OBJECTIVES, Measurement
+from annotune.results import final_checks
 from annotune.results.claims import Owner, take
 from annotune.results.conversions import (
     all_studies,
@@ -165,6 +166,7 @@ class Database:
                 kept = features(kept)
             if fresh:
                 conn.execute("DELETE FROM measurements WHERE study_id = ?", (study_id,))
+                final_checks.forget(conn, study_id)
         return Study(study_id, key, created, kept)
 
     @reported
@@ -224,7 +226,20 @@ class Database:
             conn.execute(
                 "DELETE FROM measurements WHERE study_id = ? AND status != 'ok'", (study.id,)
             )
+            final_checks.forget(conn, study.id)
         return failed
+
+    @reported
+    def final_check(self, study: Study, key: str) -> tuple[dict, str] | None:
+        """The final check stored under `key` (`final_checks.check_key`) as JSON, and when it
+        was stored; None when there is none (or none readable)."""
+        return final_checks.stored(self._conn, study.id, key)
+
+    @reported
+    def record_final_check(self, study: Study, key: str, verdict: Mapping[str, Any]) -> None:
+        """Keep a final check's verdict (JSON-able) under `key`, replacing one stored before."""
+        with self.transaction() as conn:
+            final_checks.store(conn, study.id, key, verdict)
 
     @reported
     def measurements(self, study: Study) -> list[Measurement]:

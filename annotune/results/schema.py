@@ -6,8 +6,9 @@ from __future__ import annotations
 import sqlite3
 
 from annotune import __version__
+from annotune.results.final_checks import TABLE as FINAL_CHECKS
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """Stored in `PRAGMA user_version`; bump it with every change to the tables below and add the
 step that converts the previous version to `MIGRATIONS`."""
 
@@ -61,9 +62,11 @@ CREATE TABLE measurements (
 );
 """
     + _CLAIM_TABLES
+    + ";"
+    + FINAL_CHECKS
 )
 
-TABLES = frozenset({"studies", "measurements", "claims", "meta"})
+TABLES = frozenset({"studies", "measurements", "claims", "meta", "final_checks"})
 """The tables of a version-`SCHEMA_VERSION` database."""
 
 _ENERGY_COLUMNS = (
@@ -79,13 +82,15 @@ MIGRATIONS = {
         f"ALTER TABLE measurements ADD COLUMN {name} {definition}"
         for name, definition in _ENERGY_COLUMNS
     ),
+    4: (FINAL_CHECKS.replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS", 1),),
 }
 """Version N -> the statements that turn a version-N database into version N + 1, in place.
 A column a file has already (one a development build wrote) is not added again."""
 
 OLDEST_READABLE = 2
 """A read-only database older than this cannot be converted, and its tables cannot be read.
-One older than version 4 is read without energies (it has none)."""
+One older than version 4 is read without energies (it has none); one older than version 5 has
+no final checks stored (a rerun checks again)."""
 
 _COLUMNS = "params_json, status, time, times_json, error, compile_info_json, created"
 

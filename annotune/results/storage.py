@@ -10,7 +10,8 @@ What the contract promises, whatever holds the measurements:
 * a claim is given to one tune at a time: while it stands (its owner alive, its lifetime not
   passed) another tune's claim is refused, and so is a claim on a measured configuration;
   recording the configuration, or its owner releasing it, ends the claim;
-* `fresh` starts a study's measurements over, `forget_failures` drops the failed ones only.
+* `fresh` starts a study's measurements over, `forget_failures` drops the failed ones only;
+  both forget the study's final checks, which a rerun that measures nothing reads back.
 """
 
 from __future__ import annotations
@@ -70,5 +71,13 @@ class Storage(Protocol):
         ...
 
     def forget_failures(self, study: Study) -> list[Measurement]:
-        """Delete the study's failed measurements and return them."""
+        """Delete the study's failed measurements and return them (and its final checks)."""
+        ...
+
+    def final_check(self, study: Study, key: str) -> tuple[dict, str] | None:
+        """The final check's verdict stored under `key` and when, None when there is none."""
+        ...
+
+    def record_final_check(self, study: Study, key: str, verdict: Mapping[str, Any]) -> None:
+        """Keep a final check's verdict under `key`, replacing one stored before."""
         ...

@@ -13,9 +13,10 @@ holds measurements on a device, and here there is neither.
 
 The architecture: `arch` ("sm_90"), else the compute capability of `--device`'s entry in the GPU
 table, else nvcc's default. Kernel mode compiles cubins as a tune does (for an architecture
-named here, the very compiles a tune on such a GPU runs): with NVRTC, nvcc compiling what NVRTC
-cannot (each such fallback counted), or with the user's compile command; NVRTC needs an
-architecture, so with none named it is given the oldest it knows (`NVRTC_DEFAULT_ARCH`).
+named here, the very compiles a tune on such a GPU runs): with NVRTC given the flags of the
+user's compile command it understands, nvcc's cubin command made from that command compiling
+what NVRTC cannot (each such fallback counted, with its reason); NVRTC needs an architecture,
+so with none named it is given the oldest it knows (`NVRTC_DEFAULT_ARCH`).
 Program mode adds `-arch=sm_XY` to the program's nvcc command.
 
 In kernel mode each configuration's launch is evaluated as a launch would be
@@ -167,8 +168,8 @@ def compile_configurations(
     """
     started = time.monotonic()
     kernel = chosen_kernel(problem, options.mode, options.kernel)
-    nvrtc = kernel is not None and options.compiler is None
-    warm_nvrtc(kernel is not None, options.compiler, options.jobs)  # while the space is read
+    nvrtc = kernel is not None  # NVRTC, given the compile command's flags it understands
+    warm_nvrtc(nvrtc, options.jobs)  # while the space is read
     space = problem_space(problem)
     rng = np.random.default_rng(options.seed)
     legal, legal_count = space.search_rows(rng)
@@ -191,7 +192,7 @@ def compile_configurations(
     unreported = "" if nvrtc or not cuda else _unreported(options.compiler)
     with Builder(
         problem,
-        compiler=None if nvrtc else _compiler(problem, options, capability),
+        compiler=options.compiler if nvrtc else _compiler(problem, options, capability),
         cache_dir=options.cache_dir or place.cache_dir,
         jobs=options.jobs,
         timeout=options.compile_timeout,
@@ -355,7 +356,7 @@ def compile_file(
 ) -> CompileReport:
     """`tune --compile-only`: `source` read (its annotations legal), and
     `compile_configurations` with the options `given` and the config make."""
-    warm_nvrtc(given.mode == "kernel", given.compiler, given.jobs)  # while libclang parses
+    warm_nvrtc(given.mode == "kernel", given.jobs)  # while libclang parses
     problem = read_problem(source, config_path=config_path)
     require_legal(problem)  # before anything is compiled
     return compile_configurations(problem, tune_options(problem, given), given.arch)

@@ -17,6 +17,7 @@ from annotune.core.records import Number, objective_value
 from annotune.emit import render_header, tuned_header_path, write_if_changed
 from annotune.emit.provenance import Provenance
 from annotune.results.database import config_key
+from annotune.results.final_checks import check_key
 from annotune.run.device import CPU_PREFIX
 from annotune.run.program import RunSpec
 from annotune.session.measuring import Measuring, build_iter
@@ -66,12 +67,12 @@ def finish(
     search_best = None
     if p.best_params is not None:
         search_best = Outcome.of(p.best_params, m.store.of(p.best_params))
-    verdict = None
+    verdict, again = None, ""
     checkable = search_best is not None and m.baseline is not None and closing.recheck
     if checkable and not interrupted:
         try:
             with m.stopwatch.part("recheck"):
-                verdict = _final_check(m, closing)
+                verdict, again = _final_check(m, closing)
         except KeyboardInterrupt:
             interrupted = True
     winner = verdict.winner if verdict is not None else p.best_params
@@ -111,6 +112,7 @@ def finish(
         transient=p.transient,
         timing="+".join(sorted(tally.timing)),
         notes=_notes(m, verdict, drift, interrupted, ending.devices_lost)
+        + ((again,) if again else ())
         + _kernel_only(problem, best.params if best is not None else None),
         run_dir=m.measurer.run_dir,
         wall_breakdown=m.stopwatch.breakdown("GPU" if gpu_code else "host"),
@@ -120,13 +122,53 @@ def finish(
     )
 
 
-def _final_check(m: Measuring, closing: Closing) -> Verdict:
-    """The final check of the best `recheck` configurations against the baseline. With no
-    contender (nothing measured beat the baseline) there is nothing to compare: the verdict
-    keeps the baseline after 0 rounds, and nothing is built or sampled."""
+def _final_check(m: Measuring, closing: Closing) -> tuple[Verdict, str]:
+    """The final check of the best `recheck` configurations against the baseline, and why it
+    ran again when this tune measured nothing new. With no contender (nothing measured beat
+    the baseline) there is nothing to compare: the verdict keeps the baseline after 0 rounds,
+    and nothing is built or sampled.
+
+    A tune that measured nothing (every configuration served from the study) reads the final
+    check stored for the same baseline, contenders and settings back instead of checking
+    again; one that finds none says so. A verdict is stored only when nothing failed in it: a
+    failed sample may be the machine's, and is never kept as the check's outcome."""
     contenders = _contenders(m, closing.recheck)
     if not contenders:
-        return recheck(m.baseline_params, [], _no_sample, rounds=closing.rounds)
+        return recheck(m.baseline_params, [], _no_sample, rounds=closing.rounds), ""
+    min_speedup = 1.0 + closing.stable_within
+    configs = {config_key(c): c for c in [m.baseline_params, *contenders]}
+    key = check_key(
+        config_key(m.baseline_params),
+        [config_key(c) for c in contenders],
+        rounds=closing.rounds,
+        min_speedup=min_speedup,
+        objective=m.objective,
+    )
+    again = ""
+    if m.progress.measured == 0:
+        kept = m.store.final_check(key)
+        if kept is not None:
+            try:
+                return Verdict.from_json(kept[0], configs, kept[1]), ""
+            except ValueError:
+                pass
+        these = f"{len(contenders)} contender{'s' * (len(contenders) != 1)}"
+        again = (
+            f"every measurement was reused, and the final check ran again: none of these "
+            f"{these} with --recheck-rounds {closing.rounds} is stored (the tune that measured "
+            "them did not finish its final check, checked others, or its check had a failed "
+            "sample)"
+        )
+    verdict = _checked(m, closing, contenders, min_speedup)
+    if not verdict.baseline_error and not any(c.error for c in verdict.contenders):
+        m.store.keep_final_check(key, verdict.to_json())
+    return verdict, again
+
+
+def _checked(
+    m: Measuring, closing: Closing, contenders: list[dict[str, Number]], min_speedup: float
+) -> Verdict:
+    """The final check run: the baseline and `contenders` sampled interleaved."""
     m.progress.phase = "recheck"
     m.progress.recheck_rounds = closing.rounds
     m.tally.report()
@@ -151,7 +193,7 @@ def _final_check(m: Measuring, closing: Closing) -> Verdict:
         contenders,
         sample,
         rounds=closing.rounds,
-        min_speedup=1.0 + closing.stable_within,
+        min_speedup=min_speedup,
         on_round=round_done,
     )
 

@@ -33,8 +33,8 @@ def open_measurer(
     problem: Problem, settings: MeasureSettings, resources: ExitStack
 ) -> tuple[Measurer, CompilerCommand | None, tuple[int, int] | None]:
     """The runner for this problem, the compile command it needs, and in kernel mode the
-    architecture the builder compiles cubins for (with NVRTC, unless the user named a compile
-    command)."""
+    architecture the builder compiles cubins for (with NVRTC, given the compile command's
+    flags)."""
     kernel = kernel_mode(problem, settings.mode)
     monitor, why_not = None, ""
     if kernel or problem.language == "cuda":

@@ -385,9 +385,10 @@ def _first(given: T | None, configured: T | None) -> T | None:
     return given if given is not None else configured
 
 
-def warm_nvrtc(kernels: bool, compiler: object | None, jobs: int | None) -> None:
+def warm_nvrtc(kernels: bool, jobs: int | None) -> None:
     """Start NVRTC's workers (about a second, in the background) when kernels will compile
-    with NVRTC (kernel mode, no compile command): called before libclang parses the source, or
-    the space is enumerated, the workers are up by the time the first variant is ready."""
-    if kernels and compiler is None and not nvrtc_unavailable():
+    with NVRTC (kernel mode; a compile command with a flag NVRTC cannot take leaves them
+    idle): called before libclang parses the source, or the space is enumerated, the workers
+    are up by the time the first variant is ready."""
+    if kernels and not nvrtc_unavailable():
         start_pool(max(1, jobs or os.cpu_count() or 1))

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 
 from annotune.core.records import Number
 from annotune.core.stats import CONFIDENCE
+from annotune.results.keys import config_key as key_of
 
 Params = Mapping[str, Number]
 Sample = Callable[[Params], "float | str"]
@@ -86,9 +87,81 @@ class Verdict:
     baseline_error: str = ""
     stopped_early: bool = False
 
+    stored: str = ""  # when it was stored, for a verdict read back rather than checked
+
     @property
     def kept_baseline(self) -> bool:
         return not any(c.significant for c in self.contenders)
+
+    def to_json(self) -> dict:
+        """What is stored (`results.final_checks`): everything but `stored`."""
+        return {
+            "winner": self.winner,
+            "speedup": self.speedup,
+            "interval": list(self.interval) if self.interval else None,
+            "rounds": self.rounds,
+            "contenders": [c.to_json() for c in self.contenders],
+            "baseline_error": self.baseline_error,
+            "stopped_early": self.stopped_early,
+        }
+
+    @classmethod
+    def from_json(
+        cls, data: Mapping, configs: Mapping[str, dict[str, Number]], stored: str
+    ) -> Verdict:
+        """A stored verdict whose configurations are among `configs` (by config key: the
+        baseline and the contenders this tune would check), given as those; ValueError when it
+        is no verdict of theirs."""
+        try:
+            contenders = tuple(
+                Contender(
+                    configs[key_of(c["params"])],
+                    _number(c["speedup"]),
+                    _interval(c["speedup_interval"]),
+                    significant=_boolean(c["significant"]),
+                    error=str(c["error"]),
+                    rounds=int(c["rounds"]),
+                )
+                for c in data["contenders"]
+            )
+            verdict = cls(
+                configs[key_of(data["winner"])],
+                _number(data["speedup"]),
+                _interval(data["interval"]),
+                int(data["rounds"]),
+                contenders,
+                baseline_error=str(data["baseline_error"]),
+                stopped_early=_boolean(data["stopped_early"]),
+                stored=stored,
+            )
+        except (KeyError, TypeError, AttributeError) as error:
+            raise ValueError(f"not a stored verdict: {error!r}") from None
+        if len(contenders) != len(configs) - 1:
+            raise ValueError("a verdict of other contenders")
+        return verdict
+
+
+def _number(value: object) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError(f"{value!r} is no number")
+    return float(value)
+
+
+def _interval(value: object) -> tuple[float, float] | None:
+    if value is None:
+        return None
+    low, high = (_number(v) for v in value)  # type: ignore[union-attr]
+    if low is None or high is None:
+        raise ValueError("an interval of no numbers")
+    return low, high
+
+
+def _boolean(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{value!r} is no boolean")
+    return value
 
 
 def recheck(

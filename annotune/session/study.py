@@ -152,6 +152,13 @@ class Store:
         self.tally.count(measurement.params, measurement, reused=False, shared=shared)
         return measurement
 
+    def final_check(self, key: str) -> tuple[dict, str] | None:
+        """The final check stored under `key` for this study, and when it was stored."""
+        return self.db.final_check(self.study, key)
+
+    def keep_final_check(self, key: str, verdict: Mapping[str, object]) -> None:
+        self.db.record_final_check(self.study, key, verdict)
+
     def served(self, params: dict[str, Number]) -> Measurement | None:
         """`stored`, counted as reused when there is one."""
         known = self.stored(params)

@@ -92,7 +92,7 @@ def tune_file(
     writable, before anything is built) and tuned with the options `given` and the config
     make; one report per kind of device (several only with `--ray` over several
     recordings). Raises as `tune` does."""
-    warm_nvrtc(given.mode == "kernel", given.compiler, given.jobs)  # while libclang parses
+    warm_nvrtc(given.mode == "kernel", given.jobs)  # while libclang parses
     problem = read_problem(source, config_path=config_path, args=given.args or None)
     require_legal(problem)
     options = tune_options(problem, given)

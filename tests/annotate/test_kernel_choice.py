@@ -76,3 +76,56 @@ def test_a_kernel_named_in_program_mode_or_an_unknown_mode(problems):
         chosen_kernel(problems["two"], "program", "first")
     with pytest.raises(AnnotuneError, match="unknown mode 'kernels'"):
         chosen_kernel(problems["two"], "kernels", None)
+
+
+TEMPLATE = """\
+#define N 4096
+template <typename T>
+__global__ void dot_kernel(const T *a, const T *b, T *out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = a[i] * b[i];
+}
+"""
+CONFIG = """\
+[[file]]
+path = "dot.cu"
+[file.params]
+BS = { domain = "pow2(32, 256)", default = 128 }
+"""
+DECLARED = """\
+[[file.kernel]]
+name = "{name}"
+grid = "(N + BS - 1) / BS"
+block = "BS"
+args = ["in(N)", "in(N)", "out(N)", "N"]
+"""
+
+
+def _instances(directory: Path, *names: str):
+    (directory / "dot.cu").write_text(TEMPLATE)
+    declared = "".join(DECLARED.format(name=name) for name in names)
+    (directory / "annotune.toml").write_text(CONFIG + declared)
+    return read_problem(directory / "dot.cu")
+
+
+def test_two_instances_of_one_template_are_two_kernels_chosen_by_their_declared_names(
+    tmp_path,
+):
+    problem = _instances(tmp_path, "dot_kernel<float>", "dot_kernel< double >")
+    kernels = problem.kernels
+    assert [k.declared for k in kernels] == ["dot_kernel<float>", "dot_kernel<double>"]
+    assert chosen_kernel(problem, "kernel", "dot_kernel<double>") is kernels[1]
+    assert chosen_kernel(problem, "kernel", "dot_kernel <float>") is kernels[0]
+    with pytest.raises(AnnotuneError, match="2 instances of it are declared: name one"):
+        chosen_kernel(problem, "kernel", "dot_kernel")
+    with pytest.raises(AnnotuneError, match="no such kernel") as refused:
+        chosen_kernel(problem, "kernel", "dot_kernel<int>")
+    assert "dot_kernel<double> at " in refused.value.hint
+    with pytest.raises(AnnotuneError, match=r"2 kernels are declared \(dot_kernel<float>, dot"):
+        chosen_kernel(problem, "kernel", None)
+
+
+def test_the_same_instance_declared_twice_is_a_located_duplicate(tmp_path):
+    with pytest.raises(AnnotuneError, match="duplicate .* for 'dot_kernel<float>'") as error:
+        _instances(tmp_path, "dot_kernel<float>", "dot_kernel<float >")
+    assert error.value.location.line == 11

@@ -66,11 +66,11 @@ def test_nvrtc_lowers_each_configurations_instance(problem, tmp_path):
     for config, result in zip(configs, built, strict=True):
         symbol = LOWERED[config["BLOCK"]]
         assert result.ok and not result.fallback, result.error
-        assert result.symbols == {"block_sum": symbol} and symbol in result.resources
+        assert result.symbols == {"block_sum<real, BLOCK>": symbol} and symbol in result.resources
     assert built[0].program != built[1].program  # two instances, two cache entries
     with Builder(problem, cache_dir=tmp_path, jobs=1, nvrtc_arch=SM90) as again:
         (cached,) = again.build(configs[1:])
-    assert cached.cached and cached.symbols == {"block_sum": LOWERED[512]}
+    assert cached.cached and cached.symbols == {"block_sum<real, BLOCK>": LOWERED[512]}
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
@@ -78,7 +78,7 @@ def test_nvcc_instantiates_the_instance_and_finds_its_symbol(problem, tmp_path):
     with Builder(problem, compiler=cubin_compiler(SM90), cache_dir=tmp_path, jobs=1) as builder:
         (result,) = builder.build([{"BLOCK": 512}])
     assert result.ok, result.error
-    assert result.symbols == {"block_sum": LOWERED[512]}
+    assert result.symbols == {"block_sum<real, BLOCK>": LOWERED[512]}
     # the host code's instance is compiled too, and is not the one named
     assert "_ZN7kernels9block_sumIdLi32EEEvPKT_PS1_i" in result.resources
     assert Path(problem.source).read_text() == SOURCE  # the line naming it went to a copy
@@ -152,3 +152,26 @@ def test_a_const_knob_reaches_the_kernel_through_nvrtc(tmp_path):
     assert [b.fallback for b in built] == ["", ""]
     shared = [b.resources["_Z3sumPKfPf"].shared_bytes for b in built]
     assert shared == [64 * 4, 256 * 4]
+
+
+
+@pytest.mark.skipif(bool(nvrtc_unavailable()), reason=nvrtc_unavailable() or "-")
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+def test_two_instances_each_have_their_symbol_from_nvrtc_and_from_nvcc(tmp_path):
+    """`dot<float>` and `dot<double>` are two kernels: each build names both symbols, keyed
+    by the declared name, which `--kernel` chooses by."""
+    (tmp_path / "dot.cu").write_text(
+        "#define B 64 // @tune values(64, 128)\n"
+        "template <typename T> __global__ void dot(const T *a, T *out) { out[0] = a[0]; }\n"
+        "#pragma annotune kernel dot<float> grid(1) block(B) args(in(1), out(1))\n"
+        "#pragma annotune kernel dot<double> grid(1) block(B) args(in(1), out(1))\n"
+    )
+    problem = read_problem(tmp_path / "dot.cu")
+    wanted = {"dot<float>": "_Z3dotIfEvPKT_PS0_", "dot<double>": "_Z3dotIdEvPKT_PS0_"}
+    with Builder(problem, cache_dir=tmp_path / "a", jobs=1, nvrtc_arch=SM90) as nvrtc:
+        (by_nvrtc,) = nvrtc.build([{"B": 64}])
+    nvcc = Builder(problem, compiler=cubin_compiler(SM90), cache_dir=tmp_path / "b")
+    (by_nvcc,) = nvcc.build([{"B": 64}])
+    for build in (by_nvrtc, by_nvcc):
+        assert build.ok and not build.fallback, build.error
+        assert build.symbols == wanted

@@ -358,10 +358,11 @@ def test_a_version_1_database_is_migrated_in_place(tmp_path):
             (config_key({"A": 1}),),
         )
         conn.execute("PRAGMA user_version = 1")
-    assert SCHEMA_VERSION == 4
+    assert SCHEMA_VERSION == 5
     with Database(path) as db:
         (study,) = db.studies()
         assert (study.key, study.created, study.device_features) == (KEY, "2025-01-01", None)
+        assert db.final_check(study, "any") is None  # version 5's table, made empty
         assert [(m.params, m.time) for m in db.measurements(study)] == [({"A": 1}, 2.5)]
         assert db.open_study(KEY, device_features=A100).id == study.id
     with sqlite3.connect(path) as conn:

@@ -104,7 +104,9 @@ def test_a_sqlite_file_of_another_program_is_neither_initialized_nor_changed(tmp
     with sqlite3.connect(path) as conn:
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("CREATE TABLE studies (x)")
-    with pytest.raises(AnnotuneError, match=r"without its tables \(claims, measurements, meta\)"):
+    with pytest.raises(
+        AnnotuneError, match=r"without its tables \(claims, final_checks, measurements, meta\)"
+    ):
         Database(path)
 
 

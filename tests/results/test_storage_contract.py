@@ -80,11 +80,13 @@ def test_every_class_with_the_protocols_methods_is_a_checked_store():
 def test_each_store_has_the_protocols_signatures(implementation):
     assert MEMBERS == [
         "claim",
+        "final_check",
         "forget_failures",
         "lookup",
         "measurements",
         "open_study",
         "record",
+        "record_final_check",
         "release",
         "studies",
     ]
@@ -187,6 +189,27 @@ def test_forgetting_failures_drops_only_them(store):
     assert store.lookup(study, {"A": 2, "B": 8}) is None
     assert store.record(study, ok(2.0, A=2, B=8))  # to be measured again
     assert store.forget_failures(study) == []
+
+
+def test_a_final_check_is_read_back_under_its_key_until_the_study_changes(opener):
+    verdict = {"winner": {"A": 2, "B": 8}, "speedup": 1.5, "rounds": 10}
+    with opener() as store:
+        study, other = store.open_study(KEY), store.open_study(ON_B)
+        assert store.final_check(study, "k1") is None
+        store.record_final_check(study, "k1", verdict)
+        store.record_final_check(other, "k1", {**verdict, "speedup": 9.0})
+    with opener() as store:  # kept for good, per study and key
+        study = store.open_study(KEY)
+        read, created = store.final_check(study, "k1")
+        assert read == verdict and created
+        assert store.final_check(study, "k2") is None
+        store.record_final_check(study, "k1", {**verdict, "speedup": 1.4})  # replaced
+        assert store.final_check(study, "k1")[0]["speedup"] == 1.4
+        store.forget_failures(study)
+        assert store.final_check(study, "k1") is None
+        other = store.open_study(ON_B)
+        assert store.final_check(other, "k1")[0]["speedup"] == 9.0
+        assert store.final_check(store.open_study(ON_B, fresh=True), "k1") is None
 
 
 def test_a_claim_is_not_given_twice(store):

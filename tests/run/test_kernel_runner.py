@@ -1242,7 +1242,12 @@ def test_tune_in_kernel_mode_uses_the_defaults_outputs_as_reference(tmp_path, mo
     backend = FakeBackend(times=(2.0, 1.0))
     monkeypatch.setattr("annotune.session.measurers.select_backend", lambda name=None: backend)
     monkeypatch.setattr("annotune.session.tuner.gpu_name", lambda: "Fake GPU")  # one is there
-    # A stand-in "compiler": the cubin says how the kernel behaves (here: always right).
+    # A stand-in "compiler": the cubin says how the kernel behaves (here: always right). Kernel
+    # mode would compile with NVRTC, or make an nvcc cubin command of the user's: not here.
+    from annotune.builder.nvrtc_flags import NO_FLAGS
+
+    monkeypatch.setattr("annotune.builder.builds.nvrtc_missing", lambda *_: "not in this test")
+    monkeypatch.setattr("annotune.builder.builds.kernel_commands", lambda user, _: (user, NO_FLAGS))
     fake_nvcc = CompilerCommand(
         (
             sys.executable,

@@ -144,6 +144,8 @@ def test_the_header_is_written_and_compiles_into_the_program(workdir):
 
 
 def test_a_second_run_reuses_everything_and_runs_nothing_again(workdir):
+    """Nor its final check: the first tune's is stored with the study and read back. Asked
+    for another check (other rounds), it checks again and says why."""
     problem = read_problem(workdir / "synthetic.c")
     first = tune(problem, options(budget=12, strategy="random", seed=3))
     ran = runs(workdir)
@@ -151,14 +153,34 @@ def test_a_second_run_reuses_everything_and_runs_nothing_again(workdir):
     assert second.reused == second.evaluations == first.evaluations == 12
     assert runs(workdir) == ran
     assert second.best == first.best
-    rechecked = tune(problem, options(budget=12, strategy="random", seed=3))
+    again = tune(problem, options(budget=12, strategy="random", seed=3))
+    assert runs(workdir) == ran  # nothing measured, nothing checked
+    assert again.recheck.stored and not first.recheck.stored
+    assert replace(again.recheck, stored="") == first.recheck
+    assert again.best == first.best and not any("ran again" in n for n in again.notes)
+    rechecked = tune(problem, options(budget=12, strategy="random", seed=3, recheck_rounds=20))
     extra = runs(workdir) - ran
     check = rechecked.recheck
-    assert len(check.contenders) == 3 and 0 < check.rounds <= 30
+    assert len(check.contenders) == 3 and 0 < check.rounds <= 20 and not check.stored
     # only the final check ran: the default each round, each contender until decided
     assert sum(extra.values()) == check.rounds + sum(c.rounds for c in check.contenders)
     assert rechecked.best == first.best
+    (note,) = [n for n in rechecked.notes if "the final check ran again" in n]
+    assert "none of these 3 contenders with --recheck-rounds 20 is stored" in note
 
+
+def test_a_stored_final_check_that_is_no_verdict_is_checked_again(workdir):
+    problem = read_problem(workdir / "synthetic.c")
+    first = tune(problem, options(budget=12, strategy="random", seed=3))
+    with Database(default_db_path(problem.source)) as db:
+        (study,) = db.studies()
+        with db.transaction() as conn:
+            conn.execute("UPDATE final_checks SET verdict_json = '{\"winner\": [1]}'")
+    ran = runs(workdir)
+    again = tune(problem, options(budget=12, strategy="random", seed=3))
+    assert not again.recheck.stored and sum((runs(workdir) - ran).values()) > 0
+    assert again.best == first.best
+    assert any("the final check ran again" in note for note in again.notes)
 
 
 def test_no_final_check_runs_when_nothing_measured_beat_the_baseline(workdir):

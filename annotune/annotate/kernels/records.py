@@ -103,6 +103,14 @@ class KernelSpec:
     tolerance: float | None = None  # tolerance(R): the outputs' relative tolerance
     constants: tuple[KernelConstant, ...] = ()  # the __constant__ variables the host would set
     places: tuple[tuple[str, Location], ...] = ()  # where each clause is written, by name
+    instance_text: str = ""  # a template kernel's `<...>` as declared: "<double>", "<T, BT>"
+
+    @property
+    def declared(self) -> str:
+        """The kernel as its declaration names it, what tells two instances of one template
+        apart: `dot<double>` (spaces as C++ ignores them, one after each comma), or `scale`.
+        `--kernel` chooses by it; build symbols and instances are keyed by it."""
+        return f"{self.name}{self.instance_text}"
 
     def where(self, clause: str) -> Location:
         """Where `clause` ("grid", "block", "shared") is written in the declaration, else where
@@ -167,6 +175,7 @@ class KernelSpec:
     def to_json(self) -> dict:
         return {
             "name": self.name,
+            **({"declared": self.declared} if self.instance_text else {}),
             "mangled_name": self.mangled_name,
             "grid": [one_line(e) for e in self.grid],
             "block": [one_line(e) for e in self.block],

@@ -37,7 +37,12 @@ from annotune.annotate.kernels.parameters import (
     kernel_argument,
 )
 from annotune.annotate.kernels.records import KernelSpec
-from annotune.annotate.kernels.templates import Reparse, instance_types, template_args
+from annotune.annotate.kernels.templates import (
+    Reparse,
+    instance_text,
+    instance_types,
+    template_args,
+)
 from annotune.annotate.macros import macros_needed, numeric_macros
 from annotune.annotate.source import ParsedSource
 from annotune.core.diagnostics import AnnotuneError
@@ -94,15 +99,15 @@ def kernel_specs(
         spec = _checked(declaration, names, kernels, parsed, reparse)
         spec = with_constants(spec, declaration, variables, names)
         spec = replace(spec, macros=macros_needed(set(spec.names()), macros))
-        first = specs.get(spec.name)
+        first = specs.get(spec.declared)
         if first is not None:
             where = first.location
             raise AnnotuneError(
-                f"duplicate {declaration.what} for '{spec.name}'",
+                f"duplicate {declaration.what} for '{spec.declared}'",
                 spec.location,
                 hint=f"first given at {where.file}:{where.line}:{where.column}",
             )
-        specs[spec.name] = spec
+        specs[spec.declared] = spec
     return tuple(specs.values())
 
 
@@ -165,4 +170,5 @@ def _checked(
         scope=scope,
         tolerance=parse_tolerance(clauses["tolerance"]) if "tolerance" in clauses else None,
         places=tuple((clause.name, clause.at) for clause in clauses.values()),
+        instance_text=instance_text(declaration.template),
     )

@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 
 import clang.cindex as ci
 
-from annotune.annotate.grammar.kernel_clauses import Declaration
+from annotune.annotate.grammar.kernel_clauses import Declaration, TemplateText
 from annotune.annotate.grammar.kernel_items import Names, item_expression
 from annotune.annotate.kernels.cuda_parse import SIGNATURE_SHIM, cuda_args
 from annotune.annotate.kernels.records import TemplateArg
@@ -180,3 +180,11 @@ def instance_types(
         hint="a header libclang did not find may be why: add its directory to the config's "
         "include = [...]",
     )
+
+
+def instance_text(template: TemplateText | None) -> str:
+    """A declaration's `<...>` as one spelling ("<float, BT>"; "" for no template): each
+    argument with its spaces collapsed, as C++ reads it, so `dot< double >` is `dot<double>`."""
+    if template is None:
+        return ""
+    return "<" + ", ".join(" ".join(item.split()) for _, item, _ in template.items) + ">"

@@ -153,7 +153,7 @@ def launch_limits(capability: tuple[int, int] | None) -> LaunchLimits:
 def kernel_resources(build: BuildResult, spec: KernelSpec) -> KernelResources | None:
     """The compiler's report of `spec`'s kernel in `build`'s cubin (a template kernel's
     instance is the configuration's symbol); None when the compiler reported none."""
-    symbol = build.symbols.get(spec.name) or spec.mangled_name
+    symbol = build.symbols.get(spec.declared) or spec.mangled_name
     return build.resources.get(symbol) if symbol else None
 
 
@@ -184,7 +184,7 @@ def unlaunchable(
     params, error = examples[0]
     every = "the one configuration" if len(refused) == 1 else f"all {len(refused)} configurations"
     return AnnotuneError(
-        f"kernel '{spec.name}' cannot launch for {every} tried on {limits.arch}: {error} "
+        f"kernel '{spec.declared}' cannot launch for {every} tried on {limits.arch}: {error} "
         f"(e.g. {params})",
         spec.where(clause),
         hint="declare a launch the configurations can run, or leave out those that cannot "

@@ -109,7 +109,7 @@ class DeviceMemory:
         self.release()
         name = launch.args[index].name
         raise AnnotuneError(
-            f"kernel '{spec.name}' writes '{name}', which the pragma declares in(...): "
+            f"kernel '{spec.declared}' writes '{name}', which the pragma declares in(...): "
             f"every configuration would then start from what the last one left; declare it "
             f"inout(...)",
             spec.args[index].location,

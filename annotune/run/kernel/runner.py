@@ -94,7 +94,7 @@ class KernelRunner:
         key (the energy settings only when energy is measured)."""
         data = {
             "mode": "kernel",
-            "kernel": self.spec.name,
+            "kernel": self.spec.declared,
             "warmup": self.warmup,
             "sampling": self.sampling.to_json(),
             "seed": self.seed,
@@ -150,7 +150,7 @@ class KernelRunner:
             return Measurement(params, "runtime_error", error=reason, compile_info=info), None
         info = {**info, "launch": launch.to_json(), "backend": self.backend.name}
         try:  # a template kernel's symbol depends on the configuration (`BuildResult.symbols`)
-            image = (build.executable.read_bytes(), build.symbols.get(self.spec.name, ""))
+            image = (build.executable.read_bytes(), build.symbols.get(self.spec.declared, ""))
         except OSError as error:
             reason = f"cannot read the cubin: {error.strerror}"
             return Measurement(params, "runtime_error", error=reason, compile_info=info), None
