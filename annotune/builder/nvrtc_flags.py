@@ -9,7 +9,10 @@ an `#ifdef`). So each argument of the command (response files expanded) is one o
   `--maxrregcount=32`, `-isystem DIR` becomes `-I DIR`), in the command's order;
 - **host's**: a flag that changes only the host code, the link or the driver (`-O3`,
   `-Xcompiler`, `-o`, `-l`, other sources and objects, the architecture: kernel mode compiles
-  for the GPU it measures on), left out and listed, so the user sees what was not given;
+  for the GPU it measures on), or one that only permits code (`--expt-relaxed-constexpr`,
+  `--extended-lambda`, which NVRTC 13 refuses: a variant that needs one fails NVRTC's compile
+  and goes to nvcc, with the command's flags), left out and listed, so the user sees what was
+  not given;
 - **unknown**: any other flag. It may change the device code, so NVRTC is not used: nvcc
   compiles every variant with the command's flags (`cubin_command`), and the reason says which
   flag. Guessing would tune another kernel than the one the program builds.
@@ -38,12 +41,6 @@ _HOST_KINDS = frozenset(
 _SAME_MEANING = {
     "-use_fast_math": "--use_fast_math",
     "--use_fast_math": "--use_fast_math",
-    "-expt-relaxed-constexpr": "--expt-relaxed-constexpr",
-    "--expt-relaxed-constexpr": "--expt-relaxed-constexpr",
-    "-extended-lambda": "--extended-lambda",
-    "--extended-lambda": "--extended-lambda",
-    "-expt-extended-lambda": "--extended-lambda",
-    "--expt-extended-lambda": "--extended-lambda",
     "-G": "--device-debug",
     "--device-debug": "--device-debug",
     "-lineinfo": "--generate-line-info",
@@ -72,7 +69,11 @@ _HOST_FLAGS = frozenset(
      "--device-c", "-dw", "-lib", "--lib", "-shared", "--shared", "-link", "--link", "-m64",
      "-m32", "-g", "--debug", "-pg", "-v", "--verbose", "--resource-usage", "-res-usage", "-dlto",
      "--dlink-time-opt", "-MD", "-MMD", "-MP", "-M", "-allow-unsupported-compiler",
-     "--allow-unsupported-compiler", "-fopenmp", "-fPIC", "-fpic", "-pthread", "-rdc", "-Xcudafe")
+     "--allow-unsupported-compiler", "-fopenmp", "-fPIC", "-fpic", "-pthread", "-rdc", "-Xcudafe",
+     # only permit code (NVRTC 13 has no such option): what compiles without them is the same
+     # program, and a variant that needs them fails NVRTC's compile and goes to nvcc
+     "-expt-relaxed-constexpr", "--expt-relaxed-constexpr", "-extended-lambda",
+     "--extended-lambda", "-expt-extended-lambda", "--expt-extended-lambda")
 )  # fmt: skip
 _HOST_PREFIXES = (
     "-O", "--optimize", "-W", "--Werror", "-rdc=", "--rdc=", "--relocatable-device-code=",
@@ -116,9 +117,7 @@ class NvrtcFlags:
         given = [*self.options, *(f"-I{d}" for d in self.includes)]
         given += [f"-std={self.std}"] if self.std else []
         said = ["from the compile command: " + " ".join(given)] if given else []
-        said += ["not NVRTC's (host, link, output, architecture): " + " ".join(self.host)] * bool(
-            self.host
-        )
+        said += ["not given to NVRTC: " + " ".join(self.host)] * bool(self.host)
         return "; ".join(said)
 
     def refusal(self) -> str:

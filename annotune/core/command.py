@@ -167,6 +167,9 @@ PATH_KINDS = frozenset(
 config's directory)."""
 
 _JOINED = sorted((name for name, option in OPTIONS.items() if option.joined), key=len)[::-1]
+# Flags that begin like a joined option and are none: gcc's -undef defines no macro "ndef",
+# nvcc's -lineinfo, -lib and -link link no library "ineinfo", "ib" or "ink".
+_WHOLE_FLAGS = frozenset(("-undef", "-lineinfo", "-lib", "-link"))
 # Flags without a value that ask for dependency output: dropped from a preprocess-only run
 # (nvcc refuses them with -E, and the list is no concern of the macros).
 DEPENDENCY_FLAGS = frozenset(
@@ -214,7 +217,7 @@ def read_option(arg: str, following: str | None) -> tuple[str | None, str, bool]
     option = OPTIONS.get(spelling)
     if equals and value and option is not None and option.equals:
         return option.kind, value, False
-    for spelling in _JOINED if arg != "-undef" else ():  # gcc's -undef defines no macro "ndef"
+    for spelling in _JOINED if arg not in _WHOLE_FLAGS else ():
         value = arg[len(spelling) :]
         if arg.startswith(spelling) and value:
             if OPTIONS[spelling].kind in PATH_KINDS and value.startswith("-"):  # -include-pch
@@ -370,4 +373,3 @@ def expand_responses(
         expanded += argv[index : index + span] if words is None else words
         index += span
     return expanded
-

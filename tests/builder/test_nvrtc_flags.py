@@ -46,20 +46,52 @@ def test_flags_nvrtc_has_are_given_in_its_spelling_and_the_hosts_are_listed():
         "nvcc", "-O3", "-DMODE=1", "-U", "OLD", "-I", "inc", "-isystem", "/sys/inc",
         "-maxrregcount", "32", "-use_fast_math", "--expt-relaxed-constexpr", "-std=c++14",
         "-Xptxas", "-v,-dlcm=cg", "-arch=sm_80", "-Xcompiler", "-fopenmp", "main.cu", "-lm",
+        "-lineinfo",
         "{includes}", "{defines}", "{source}", "-o", "{output}",
     )  # fmt: skip
     flags = nvrtc_flags(argv)
     assert flags.unknown == ""
     assert flags.options == (
-        "-DMODE=1", "-UOLD", "--maxrregcount=32", "--use_fast_math",
-        "--expt-relaxed-constexpr", "--ptxas-options=-dlcm=cg",
+        "-DMODE=1", "-UOLD", "--maxrregcount=32", "--use_fast_math", "--ptxas-options=-dlcm=cg",
+        "--generate-line-info",
     )  # fmt: skip
     assert flags.std == "c++14"
     assert flags.includes[0].endswith("/inc") and Path(flags.includes[0]).is_absolute()
     assert flags.includes[1] == "/sys/inc"
-    assert flags.host == ("-O3", "-arch=sm_80", "-Xcompiler -fopenmp", "main.cu", "-lm")
+    assert flags.host == (
+        "-O3",
+        "--expt-relaxed-constexpr",
+        "-arch=sm_80",
+        "-Xcompiler -fopenmp",
+        "main.cu",
+        "-lm",
+    )  # fmt: skip: -lineinfo is nvcc's flag, not -l ineinfo
     said = flags.describe()
-    assert "-std=c++14" in said and "-arch=sm_80" in said.partition("not NVRTC's")[2]
+    assert "-std=c++14" in said and "-arch=sm_80" in said.partition("not given to NVRTC")[2]
+
+
+@needs_nvrtc
+def test_nvrtc_takes_every_option_it_is_given(tmp_path, monkeypatch):
+    """Each NVRTC spelling the translation makes is one NVRTC 13 accepts (a refused option
+    would send every variant to nvcc, whatever the code); -G is NVRTC's too, but ptxas
+    refuses it beside -O1."""
+    argv = (
+        "nvcc", "-DA=1", "-UB", "-Iinc", "-include", "pre.h", "-std=c++20", "-maxrregcount=32",
+        "-use_fast_math", "-ftz=true", "-prec-div=false", "-prec-sqrt=false", "-fmad=false",
+        "-lineinfo", "-w", "-Xptxas", "-O1", "--expt-relaxed-constexpr", "--extended-lambda",
+        "{source}", "-o", "{output}",
+    )  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pre.h").write_text("#define PRE 1\n")
+    checks = "#if A != 1 || PRE != 1 || __cplusplus < 202002L\n#error flags\n#endif\n"
+    (tmp_path / "k.cu").write_text(checks + HEAVY.replace("MODE != 1", "0"))
+    problem = read_problem(tmp_path / "k.cu")
+    with Builder(
+        problem, compiler=CompilerCommand(argv), cache_dir=tmp_path / "c", nvrtc_arch=SM90
+    ) as b:
+        assert not b.nvrtc_unavailable
+        (build,) = b.build([{"BS": 64}])
+    assert build.ok and not build.fallback, build.error or build.fallback
 
 
 @pytest.mark.parametrize("flag", ["--foo-bar", "-imacros", "-maxrregcount", "-Xcompilerx"], ids=str)

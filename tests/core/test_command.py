@@ -100,6 +100,9 @@ def test_headers_and_units_are_source_text_objects_are_not():
         ("--define-macro=B=8", None, ("define", "B=8", False)),
         ("-UB", None, ("undefine", "B", False)),
         ("-undef", None, (None, "-undef", False)),  # gcc's: no macro "ndef" undefined
+        ("-lineinfo", None, (None, "-lineinfo", False)),  # nvcc's: no library "ineinfo"
+        ("-lib", None, (None, "-lib", False)),
+        ("-lcudart", None, ("library", "cudart", False)),
         ("-xc++", None, ("language", "c++", False)),
         ("-x", "cu", ("language", "cu", True)),
         ("--x=cu", None, ("language", "cu", False)),
