@@ -49,9 +49,8 @@ import typer
 from annotune.api.build import build as api_build
 from annotune.api.build import build_per_arch
 from annotune.cli.app import JsonFlag, app, print_json, user_errors
-from annotune.cli.params import GpusOption, device_name, output_dir, output_file
+from annotune.cli.params import GpusOption, HeaderDevice, HeaderDir, output_dir, output_file
 from annotune.core.diagnostics import AnnotuneError, printable
-from annotune.run.device import DEVICE_ENV
 
 
 @app.command()
@@ -61,19 +60,8 @@ def build(
         Path,
         typer.Option("--output", "-o", callback=output_file, help="The header to write."),
     ],
-    device: Annotated[
-        str | None,
-        typer.Option(
-            callback=device_name,
-            help=f"Device name (default: ${DEVICE_ENV}, else this machine's GPU or CPU).",
-        ),
-    ] = None,
-    out_dir: Annotated[
-        Path | None,
-        typer.Option(
-            file_okay=False, help="Where tuned headers live (default: tuned/ beside FILE)."
-        ),
-    ] = None,
+    device: HeaderDevice = None,
+    out_dir: HeaderDir = None,
     config: Annotated[
         Path | None,
         typer.Option(help="Config file, read when the source is read."),

@@ -19,9 +19,8 @@ import typer
 
 from annotune.api.check import check as api_check
 from annotune.cli.app import EXIT_FAILED, ConfigPath, JsonFlag, app, print_json, user_errors
-from annotune.cli.params import device_name
+from annotune.cli.params import HeaderDevice, HeaderDir
 from annotune.core.diagnostics import printable
-from annotune.run.device import DEVICE_ENV
 from annotune.session.check import HeaderCheck
 
 if TYPE_CHECKING:
@@ -31,19 +30,8 @@ if TYPE_CHECKING:
 @app.command()
 def check(
     file: Annotated[Path, typer.Argument(help="The annotated source the header belongs to.")],
-    device: Annotated[
-        str | None,
-        typer.Option(
-            callback=device_name,
-            help=f"Device name (default: ${DEVICE_ENV}, else this machine's GPU or CPU).",
-        ),
-    ] = None,
-    out_dir: Annotated[
-        Path | None,
-        typer.Option(
-            file_okay=False, help="Where tuned headers live (default: tuned/ beside FILE)."
-        ),
-    ] = None,
+    device: HeaderDevice = None,
+    out_dir: HeaderDir = None,
     header: Annotated[
         Path | None,
         typer.Option(dir_okay=False, help="Check this header instead of the device's own."),

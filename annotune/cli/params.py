@@ -20,6 +20,7 @@ from typing import Annotated, Literal, TypeVar
 import typer
 
 from annotune.core.files import why_not_writable
+from annotune.run.device import DEVICE_ENV
 
 MAX_SEED = 2**32 - 1
 """The largest seed: numpy and scikit-learn take seeds of 32 bits."""
@@ -155,3 +156,17 @@ def replay_delay_value(value: str) -> str:
             f"must be seconds from 0 to {MAX_SECONDS:g}, or 'recorded', not {value!r}"
         )
     return value
+
+
+# The options of the commands that find a device's tuned header (`build`, `check`), declared once.
+HeaderDevice = Annotated[
+    str | None,
+    typer.Option(
+        callback=device_name,
+        help=f"Device name (default: ${DEVICE_ENV}, else this machine's GPU or CPU).",
+    ),
+]
+HeaderDir = Annotated[
+    Path | None,
+    typer.Option(file_okay=False, help="Where tuned headers live (default: tuned/ beside FILE)."),
+]
