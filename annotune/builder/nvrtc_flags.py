@@ -167,6 +167,8 @@ def nvrtc_flags(argv: Sequence[str]) -> NvrtcFlags:
             host.append(written)
         elif kind is not None:  # a kind the table knows that NVRTC has no spelling of
             unknown.append(written)
+        elif value.startswith("@"):  # a response file left as written: it cannot be read
+            unknown.append(value)
         elif argument.bare:  # another source, an object, a library: the program's link
             host.append(value)
         elif value in _SAME_MEANING:

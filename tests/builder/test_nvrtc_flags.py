@@ -94,7 +94,9 @@ def test_nvrtc_takes_every_option_it_is_given(tmp_path, monkeypatch):
     assert build.ok and not build.fallback, build.error or build.fallback
 
 
-@pytest.mark.parametrize("flag", ["--foo-bar", "-imacros", "-maxrregcount", "-Xcompilerx"], ids=str)
+@pytest.mark.parametrize(
+    "flag", ["--foo-bar", "-imacros", "-maxrregcount", "-Xcompilerx", "@missing.rsp"], ids=str
+)
 def test_a_flag_nvrtc_cannot_be_given_is_named_as_the_reason(flag):
     argv = ("nvcc", "-DA=1", flag, *(("m.h",) if flag == "-imacros" else ()), "{source}")
     flags = nvrtc_flags(argv)

@@ -1223,6 +1223,43 @@ def test_constants_are_filled_on_the_gpu(name, tmp_path):
         np.testing.assert_array_equal(out.outputs["out"], table[offsets[np.arange(8) % 4]])
 
 
+VECTORS = """\
+#ifndef B
+#define B 64 // @tune values(64, 128)
+#endif
+#define N 4096
+#pragma annotune kernel lanes grid(N / B) block(B) args(in(N), out(N), N)
+__global__ void lanes(const float4 *in, float *out, int n) {
+  int i = blockIdx.x * B + threadIdx.x;
+  if (i < n) out[i] = in[i].x + 2 * in[i].y + 3 * in[i].z + 4 * in[i].w;
+}
+"""
+
+
+@pytest.mark.gpu
+def test_a_float4_array_reaches_the_kernel_lane_by_lane_on_the_gpu(tmp_path):
+    """An array of a vector type is (count, lanes) on the host: the kernel reads each float4
+    as the host laid it out, NVRTC's build and the runner agreeing on its size."""
+    from annotune.annotate import read_problem
+    from annotune.builder import Builder
+
+    (tmp_path / "lanes.cu").write_text(VECTORS)
+    problem = read_problem(tmp_path / "lanes.cu")
+    (spec,) = problem.kernels
+    with real_backend("cuda-python") as backend:
+        arch = backend.compute_capability()
+        with Builder(problem, cache_dir=tmp_path / "c", jobs=1, nvrtc_arch=arch) as builder:
+            (build,) = builder.build([{"B": 128}])
+        assert build.ok, build.error
+        runner = KernelRunner(spec, backend, warmup=0, sampling=fixed(1))
+        measured = runner.measure(build)
+        assert measured.status == "ok", measured.error
+        data = runner.input_array(0, spec.launch(build.params).args[0])
+        assert data.shape == (4096, 4)
+        expected = data @ np.array([1, 2, 3, 4], dtype=np.float32)
+        np.testing.assert_allclose(runner.outputs.outputs["out"], expected, rtol=1e-6)
+
+
 # --- kernel mode inside the tuning loop -------------------------------------------------------
 
 
