@@ -673,6 +673,25 @@ def test_compare_outputs():
     assert "has 1 elements" in compare_outputs(short, reference, rtol=1e-5, atol=1e-8)
 
 
+def test_vectors_are_compared_lane_by_lane_and_structs_number_by_number_not_padding():
+    lanes = np.arange(8, dtype=np.float32).reshape(4, 2)
+    reference = KernelReference({}, {"v": lanes})
+    moved = lanes.copy()
+    moved[2, 1] = 9
+    said = compare_outputs({"v": moved}, reference, rtol=1e-5, atol=1e-8)
+    assert "at 1 of 8 elements" in said and "index 5 (9.0, expected 5.0)" in said
+    particles = np.zeros(3, "(2,)<f4,V4,<i4")
+    particles["f0"] = [[1, 2], [3, 4], [5, 6]]
+    reference = KernelReference({}, {"p": particles})
+    padded = particles.copy()
+    padded["f1"] = b"junk"  # what the device leaves in padding is nobody's output
+    assert compare_outputs({"p": padded}, reference, rtol=1e-5, atol=1e-8) == ""
+    wrong = particles.copy()
+    wrong["f2"][1] = 7
+    said = compare_outputs({"p": wrong}, reference, rtol=1e-5, atol=1e-8)
+    assert said.startswith("output 'p.f2' differs") and "index 1 (7, expected 0)" in said
+
+
 LOOKUP = """\
 #define N 8
 #pragma annotune kernel lookup grid(1) block(B) args(out(N)) constants(table = range(0, N))
@@ -1228,18 +1247,21 @@ VECTORS = """\
 #define B 64 // @tune values(64, 128)
 #endif
 #define N 4096
-#pragma annotune kernel lanes grid(N / B) block(B) args(in(N), out(N), N)
-__global__ void lanes(const float4 *in, float *out, int n) {
+struct Body { char tag; double mass; float pos[3]; };
+#pragma annotune kernel lanes grid(N / B) block(B) args(in(N), out(N), inout(N), N)
+__global__ void lanes(const float4 *in, float *out, Body *bodies, int n) {
   int i = blockIdx.x * B + threadIdx.x;
   if (i < n) out[i] = in[i].x + 2 * in[i].y + 3 * in[i].z + 4 * in[i].w;
+  if (i < n) bodies[i].mass += bodies[i].pos[2] + bodies[i].tag;
 }
 """
 
 
 @pytest.mark.gpu
-def test_a_float4_array_reaches_the_kernel_lane_by_lane_on_the_gpu(tmp_path):
-    """An array of a vector type is (count, lanes) on the host: the kernel reads each float4
-    as the host laid it out, NVRTC's build and the runner agreeing on its size."""
+def test_float4_and_struct_arrays_reach_the_kernel_as_laid_out_on_the_gpu(tmp_path):
+    """An array of a vector type is (count, lanes) on the host, one of a struct of numbers is
+    laid out as the compiler lays it: the kernel reads each float4 and each struct's fields
+    where the host put them."""
     from annotune.annotate import read_problem
     from annotune.builder import Builder
 
@@ -1258,6 +1280,10 @@ def test_a_float4_array_reaches_the_kernel_lane_by_lane_on_the_gpu(tmp_path):
         assert data.shape == (4096, 4)
         expected = data @ np.array([1, 2, 3, 4], dtype=np.float32)
         np.testing.assert_allclose(runner.outputs.outputs["out"], expected, rtol=1e-6)
+        bodies = runner.input_array(2, spec.launch(build.params).args[2])  # char, double, float[3]
+        assert bodies.dtype.itemsize == 32
+        moved = bodies["f2"] + bodies["f3"][:, 2] + bodies["f0"]
+        np.testing.assert_allclose(runner.outputs.outputs["bodies"]["f2"], moved, rtol=1e-12)
 
 
 # --- kernel mode inside the tuning loop -------------------------------------------------------

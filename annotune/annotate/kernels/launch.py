@@ -97,12 +97,15 @@ def checked_fill(
     holds (never silently wrapped)."""
     if rule in ("range", "uniform") and not bounds[0] < bounds[1]:
         raise LaunchError(f"{what} is empty: {rule}({bounds[0]}, {bounds[1]})")
-    lanes = int(np.prod(np.dtype(element).shape))  # a vector type's: each lane an element
-    dtype, count = np.dtype(element).base, count * lanes
-    if dtype.kind in "iub":
+    whole = np.dtype(element)
+    fields = [whole] if whole.names is None else [f for f, *_ in whole.fields.values()]  # type: ignore[union-attr]
+    for field in fields:  # a struct's numbers each; a vector type's lanes each an element
+        dtype, numbers = field.base, count * int(np.prod(field.shape))
+        if dtype.kind not in "iub":
+            continue
         low, high = (0, 1) if dtype.kind == "b" else (np.iinfo(dtype).min, np.iinfo(dtype).max)
         if rule == "iota":
-            least, most = 0, count - 1
+            least, most = 0, numbers - 1
         elif rule == "value":
             least = most = bounds[0]
         else:

@@ -16,6 +16,7 @@ import clang.cindex as ci
 from annotune.annotate.grammar.kernel_clauses import LocatedText, split_items
 from annotune.annotate.grammar.kernel_items import Names, item_expression, parse_fill
 from annotune.annotate.kernels.records import KernelArg
+from annotune.annotate.kernels.struct_types import struct_dtype
 from annotune.annotate.source import file_name
 from annotune.core.diagnostics import AnnotuneError, Location
 
@@ -48,7 +49,7 @@ _LANES = {
 whose arrays are (count, 4): each lane filled and compared as an element is."""
 SUPPORTED = (
     "float, double, __half, bool, char, short, int, long, long long and unsigned, and arrays "
-    "of CUDA's vector types (float4, int2, ...)"
+    "of CUDA's vector types (float4, int2, ...) and of structs of numbers"
 )
 
 ARRAY_KINDS = (ci.TypeKind.CONSTANTARRAY, ci.TypeKind.INCOMPLETEARRAY)
@@ -162,6 +163,9 @@ def _dtype(
         vector = _VECTOR.fullmatch(record)
         if vector is not None and lanes:
             return f"({vector.group(2)},){_LANES[vector.group(1)]}"
+        layout = struct_dtype(canonical) if lanes else None
+        if layout is not None:
+            return layout
     raise AnnotuneError(
         f"parameter '{param.spelling}' has type '{param.type.spelling}', for which annotune cannot "
         f"make data (supported: pointers to and values of {SUPPORTED})",

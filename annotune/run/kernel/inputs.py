@@ -8,6 +8,8 @@ arrays zero; a fill rule of the pragma (`annotate.grammar.FILLS`) replaces the d
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from annotune.annotate.kernels import KernelSpec, LaunchArg, LaunchConstant
@@ -52,6 +54,21 @@ class HostInputs:
 
 
 def input_data(arg: LaunchArg, rng: np.random.Generator) -> np.ndarray:
+    """An input array's elements (`_numbers`); of a struct type, each field's numbers drawn in
+    turn as an array of them would be, padding zero."""
+    dtype = np.dtype(arg.dtype)
+    if dtype.names is None:
+        return _numbers(arg, rng)
+    data = np.zeros(arg.count, dtype)
+    for name in dtype.names:
+        field = dtype.fields[name][0]  # type: ignore[index]
+        if field.base.kind != "V":
+            written = f"{field.shape}{field.base.str}" if field.shape else field.str
+            data[name] = _numbers(replace(arg, dtype=written), rng)
+    return data
+
+
+def _numbers(arg: LaunchArg, rng: np.random.Generator) -> np.ndarray:
     """An input array's elements: by its fill rule (`annotate.grammar.FILLS`, bounds checked
     when the launch was computed), else floats uniform in [0, 1), booleans 0 or 1 and other
     integers in [0, INTEGER_INPUT_LIMIT). A vector type's array is (count, lanes), each lane

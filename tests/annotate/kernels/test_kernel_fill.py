@@ -68,6 +68,17 @@ def test_a_vector_types_array_is_count_by_lanes_each_lane_an_element():
         checked_fill("range", bytes_.dtype, "uchar3", 2, (0, 300), "the fill of 'c'")
 
 
+def test_a_structs_numbers_are_each_filled_as_an_array_of_them_and_padding_is_zero():
+    particles = LaunchArg("p", "in", "(3,)<f4,V4,<i8", count=5, fill=("range", (0, 7)))
+    drawn = input_data(particles, np.random.default_rng(2))
+    assert drawn.dtype.itemsize == 24 and drawn.shape == (5,)
+    assert drawn["f0"].shape == (5, 3) and drawn["f0"].dtype == np.float32
+    assert set(drawn["f2"].tolist()) <= set(range(7)) and drawn["f1"].tobytes() == bytes(5 * 4)
+    with pytest.raises(LaunchError, match="does not fit its type Particle"):
+        checked_fill("range", "<f4,u1", "Particle", 5, (0, 300), "the fill of 'p'")
+    assert checked_fill("range", "<f4,<i2", "Particle", 5, (0, 300), "f") == ("range", (0, 300))
+
+
 @pytest.mark.parametrize(
     ("args", "needle", "message"),
     [

@@ -258,15 +258,41 @@ def test_missing_name(tmp_path):
 
 def test_types_annotune_cannot_generate(tmp_path):
     text = (
-        "struct particle { float x, y, z, w; };\n"
+        "struct list { float x; list *next; };\n"
         "#pragma annotune kernel v grid(1) block(B) args(in(1))\n"
-        "__global__ void v(particle *p) {}\n"
+        "__global__ void v(list *p) {}\n"
     )
-    error = error_of(tmp_path, text)
-    assert "type 'particle *'" in error.message and at(error, text, "in(1)", 2)
+    error = error_of(tmp_path, text)  # a struct holding a pointer: no data annotune can make
+    assert "type 'list *'" in error.message and at(error, text, "in(1)", 2)
     text = "#pragma annotune kernel v grid(1) block(B) args(1)\n__global__ void v(float4 p) {}\n"
     error = error_of(tmp_path, text)  # a value: one number cannot say four lanes
     assert "type 'float4'" in error.message and "arrays of CUDA's vector types" in error.message
+
+
+STRUCTS = """\
+struct Particle { float pos[3]; float vel[3]; float mass; };
+struct Mixed { char tag; double weight; short id[2]; };
+struct Nested { Mixed parts[2]; int count; float4 where; };
+struct WithPointer { float *data; int n; };
+#pragma annotune kernel k grid(1) block(B) args(inout(8), in(4), out(2))
+__global__ void k(Particle *p, const Mixed *m, Nested *n) {}
+"""
+
+
+def test_arrays_of_structs_of_numbers_are_laid_out_as_the_compiler_lays_them(tmp_path):
+    import numpy as np
+
+    (spec,) = specs_of(tmp_path, STRUCTS)
+    particle, mixed, nested = (np.dtype(a.dtype) for a in spec.args)
+    assert spec.args[0].dtype == "(3,)<f4,(3,)<f4,<f4" and particle.itemsize == 28
+    assert spec.args[1].dtype == "i1,V7,<f8,(2,)<i2,V4" and mixed.itemsize == 24
+    assert nested.itemsize == 80  # two Mixed, an int, padding, a float4 aligned to 16: g++'s
+    assert [nested.fields[f][1] for f in nested.names if nested.fields[f][0].base.kind != "V"] == [
+        0, 8, 16, 24, 32, 40, 48, 64, 68, 72, 76,
+    ]  # fmt: skip
+    text = STRUCTS.replace("Nested *n", "WithPointer *n")
+    error = error_of(tmp_path, text)
+    assert "type 'WithPointer *'" in error.message and "structs of numbers" in error.message
 
 
 VECTORS = """\
