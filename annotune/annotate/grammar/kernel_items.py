@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from annotune.annotate.grammar.kernel_clauses import Clause, LocatedText, split_items
 from annotune.core.diagnostics import AnnotuneError
@@ -108,7 +108,21 @@ def _name_nodes(root: Node) -> list[Name]:
     return found
 
 
+_DIM3 = re.compile(r"\s*dim3\s*(?=\()")
+
+
 def dim_expressions(clause: Clause, names: Names) -> tuple[Expression, ...]:
+    """A grid's or block's 1 to 3 expressions, written as the launch would write them: `X, Y`
+    or `dim3(X, Y)` (one item that is a `dim3`'s construction)."""
+    items = clause.items
+    if len(items) == 1 and (dim3 := _DIM3.match(items[0][1])) is not None:
+        text, item, offset = items[0]
+        inner, end = split_items(text, offset + dim3.end())
+        if item[end - offset :].strip():
+            raise AnnotuneError(
+                f"{clause.name}(...): nothing may follow dim3(...)", text.location(end)
+            )
+        clause = replace(clause, items=tuple(inner))
     if not 1 <= len(clause.items) <= 3:
         raise AnnotuneError(
             f"{clause.name}(...) takes 1 to 3 expressions, found {len(clause.items)}", clause.at

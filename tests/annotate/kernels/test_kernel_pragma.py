@@ -237,6 +237,9 @@ def test_a_syntax_error_on_a_continuation_line(tmp_path):
         ("k grid(1) block(B) shared(1, 2) args()", "shared(...) takes one expression", "shared"),
         ("k grid(1) block(B) , args()", "expected a clause", ","),
         ("k grid(1) block(B) args(in(1), out(1), )", "empty expression", ", )"),
+        ("k grid(dim3(1, 2, 3, 4)) block(B)", "grid(...) takes 1 to 3 expressions", "grid"),
+        ("k grid(dim3(1) * 2) block(B)", "grid(...): nothing may follow dim3(...)", " * 2"),
+        ("k grid(dim3(1, N)) block(B)", "unknown name 'N'", "N))"),
     ],
 )
 def test_clause_mistakes(tmp_path, pragma, message, needle):
@@ -249,6 +252,13 @@ def test_clause_mistakes(tmp_path, pragma, message, needle):
     if needle == "(":
         column = text.index("args(") + len("args(")
     assert (error.location.line, error.location.column) == (1, column)
+
+
+def test_a_grid_or_block_may_be_written_as_the_dim3_the_launch_makes(tmp_path):
+    text = "#pragma annotune kernel k grid(dim3(4, B / 2)) block(dim3 (B, 2)) args(in(1))\n"
+    (spec,) = specs_of(tmp_path, text + "__global__ void k(const float *x) {}\n")
+    launch = spec.launch({"B": 8})
+    assert (launch.grid, launch.block) == ((4, 4, 1), (8, 2, 1))
 
 
 def test_missing_name(tmp_path):
