@@ -43,15 +43,48 @@ def main() -> None:
     except KeyboardInterrupt:  # OutputFailed too
         say_interrupted()
         code = interrupted_exit_code()
+    except MemoryError:  # the machine's limit, not annotune's bug: said as such, exit 1
+        if os.environ.get("ANNOTUNE_DEBUG"):
+            raise
+        print(_out_of_memory(), file=sys.stderr)
+        code = EXIT_FAILED
     except Exception as error:  # typer.Exit never reaches here (standalone mode)
         if os.environ.get("ANNOTUNE_DEBUG"):
             raise
-        _report_bug(error)
-        code = EXIT_INTERNAL_ERROR
+        if _mapping_failed(error):  # a library (numpy's, libclang) not loadable under the limit
+            print(_out_of_memory(), file=sys.stderr)
+            code = EXIT_FAILED
+        else:
+            _report_bug(error)
+            code = EXIT_INTERNAL_ERROR
     if isinstance(code, str):  # sys.exit("message"): the message, exit 1
         print(printable(code), file=sys.stderr)
         code = EXIT_FAILED
     sys.exit(finish_output(code or 0))
+
+
+def _mapping_failed(error: BaseException) -> bool:
+    """Whether `error` is the loader failing to map a shared library for want of address
+    space (an import under `ulimit -v`), which a limit explains, not a bug."""
+    said = str(error)
+    return isinstance(error, ImportError | OSError) and (
+        "failed to map segment" in said or "Cannot allocate memory" in said
+    )
+
+
+def _out_of_memory() -> str:
+    """What a MemoryError says: the address-space limit the process runs under, when one is
+    set (`ulimit -v`, a batch job's memory limit), else that the machine has no more."""
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft == resource.RLIM_INFINITY:
+        return "annotune: error: out of memory: the machine has no more to give this command"
+    return (
+        f"annotune: error: out of memory under this process's address-space limit of "
+        f"{soft >> 20} MiB (ulimit -v {soft >> 10}); annotune needs more than that here: raise "
+        "the limit (ulimit -v, or the batch job's memory request)"
+    )
 
 
 def _report_bug(error: Exception) -> None:

@@ -299,9 +299,35 @@ class _LazyGroup(TyperGroup):
             raise typer.Exit(code=interrupted_exit_code()) from None
 
 
+_NUMERIC = frozenset(("tune", "bench", "predict", "explain", "report"))
+"""Commands that load numpy, SciPy and scikit-learn, whose native libraries need room."""
+_LEAST_ADDRESS_SPACE = {"numeric": 512 << 20, "other": 256 << 20}
+"""Below these address-space limits (`ulimit -v`) loading numpy's and libclang's libraries
+fails, or OpenBLAS's start spins without end (seen at 250 MiB), or stops the process with a
+line of its own (120 MiB): such a limit is said before anything is loaded."""
+
+
+def _enough_address_space(name: str) -> None:
+    """Exit 1, saying so, when the address-space limit is too small for command `name`."""
+    import resource
+
+    least = _LEAST_ADDRESS_SPACE["numeric" if name in _NUMERIC else "other"]
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft != resource.RLIM_INFINITY and soft < least:
+        print(
+            f"annotune: error: `annotune {name}` needs an address space of at least "
+            f"{least >> 20} MiB, and this process is limited to {soft >> 20} MiB "
+            f"(ulimit -v {soft >> 10}): raise the limit (ulimit -v, or the batch job's memory "
+            "request)",
+            file=sys.stderr,
+        )
+        raise typer.Exit(code=EXIT_FAILED)
+
+
 def _load(name: str) -> TyperCommand:
     """Import the module of command `name`, which registers it on `app`, and build it."""
     module = COMMANDS[name].module
+    _enough_address_space(name)
     import_module(module)
     for info in app.registered_commands:
         if (info.name or get_command_name(info.callback.__name__)) == name:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from annotune.core.diagnostics import AnnotuneError
+from annotune.core.inputs import read_bounded
 
 NAME_MAX = 255
 """The most bytes one file name may have (ext4, XFS, APFS, NTFS in UTF-16 units)."""
@@ -115,7 +116,7 @@ def read_regular(
         return None
     with opened[0] as file:
         try:
-            return file.read() if limit is None else file.read(limit + 1)
+            return file.read() if limit is None else read_bounded(file, limit)
         except OSError:
             return None
 

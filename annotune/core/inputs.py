@@ -16,6 +16,7 @@ import stat
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from annotune.core.diagnostics import AnnotuneError, Location
 
@@ -24,6 +25,7 @@ MiB = 1 << 20
 # a writer; O_NOCTTY: a terminal device never becomes our controlling terminal.
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
 _GZIP_MAGIC = b"\x1f\x8b"
+_CHUNK = 1 * MiB  # what `read_bounded` asks for at once
 
 
 @dataclass(frozen=True)
@@ -42,10 +44,26 @@ RESULTS = InputKind("results file", 1024 * MiB)  # Kernel Tuner caches, T4 files
 def read_input(path: Path, kind: InputKind) -> bytes:
     """The bytes of `path`, a regular file of at most `kind.limit` bytes."""
     with _open_regular(path, kind) as file:
-        data = file.read(kind.limit + 1)  # the file may have grown since its stat
+        data = read_bounded(file, kind.limit)  # the file may have grown since its stat
     if len(data) > kind.limit:
         raise _too_large(path, kind)
     return data
+
+
+def read_bounded(file: BinaryIO, limit: int) -> bytes:
+    """At most `limit` + 1 bytes of `file` (one more than allowed says it is too large), a
+    chunk at a time: `read(limit + 1)` would allocate the whole limit up front, 64 MiB for a
+    source of a few lines and 1 GiB for a results file, which a process under `ulimit -v` (a
+    login node's, a batch job's) may not have."""
+    chunks: list[bytes] = []
+    total = 0
+    while total <= limit:
+        chunk = file.read(min(_CHUNK, limit + 1 - total))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+    return b"".join(chunks)
 
 
 def check_input(path: Path, kind: InputKind) -> os.stat_result:
@@ -67,11 +85,11 @@ def read_results(path: Path) -> str:
     where = Location(str(path), 1, 1)
     with _open_regular(path, RESULTS) as file:
         if file.peek(2)[:2] != _GZIP_MAGIC:
-            data = file.read(RESULTS.limit + 1)
+            data = read_bounded(file, RESULTS.limit)
         else:
             try:
                 with gzip.GzipFile(fileobj=file) as unzipped:
-                    data = unzipped.read(RESULTS.limit + 1)
+                    data = read_bounded(unzipped, RESULTS.limit)
             except (OSError, EOFError, zlib.error) as error:
                 raise AnnotuneError(f"not a readable gzip file: {error}", where) from None
     if len(data) > RESULTS.limit:

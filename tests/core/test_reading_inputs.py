@@ -121,3 +121,24 @@ def test_a_path_starting_with_a_dash_is_no_option():
     assert argument_path(Path("-x.c")) == "./-x.c"
     assert argument_path(Path("/tmp/-x.c")) == "/tmp/-x.c"
     assert argument_path(Path("a/-x.c")) == "a/-x.c"
+
+
+def test_a_small_file_is_read_without_a_buffer_as_large_as_the_limit():
+    """`read(limit + 1)` allocated 64 MiB for a three-line source (1 GiB for a results file):
+    under `ulimit -v` that was a MemoryError. Read a chunk at a time, never past the limit."""
+    import io
+
+    from annotune.core.inputs import read_bounded
+
+    class Counting(io.BytesIO):
+        asked: list[int] = []
+
+        def read(self, size: int | None = -1) -> bytes:
+            self.asked.append(size if size is not None else -1)
+            return super().read(size)
+
+    small = Counting(b"int b;\n")
+    assert read_bounded(small, 1 << 30) == b"int b;\n"
+    assert max(small.asked) <= 1 << 20
+    big = Counting(b"x" * (3 << 20))
+    assert len(read_bounded(big, 2 << 20)) == (2 << 20) + 1  # one more: too large, said

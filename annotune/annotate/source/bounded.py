@@ -67,6 +67,26 @@ def bounded(parse: Callable[[], ParsedSource], where: Location) -> ParsedSource:
     raise _out_of_memory(where)
 
 
+def load_libclang(where: Location) -> None:
+    """Load libclang's shared library (once a process), or say why it cannot be: under a
+    small address-space limit (`ulimit -v`) its segments cannot be mapped, which is the
+    machine's limit, not the source's fault nor annotune's bug."""
+    try:
+        ci.conf.lib  # noqa: B018
+    except ci.LibclangError as error:
+        said = str(error).split(". To provide a path")[0]
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft != resource.RLIM_INFINITY and "map" in said:
+            raise AnnotuneError(
+                f"libclang cannot be loaded under the address-space limit annotune inherited "
+                f"({soft >> 20} MiB): {said}",
+                hint=_INHERITED_HINT,
+            ) from None
+        raise AnnotuneError(
+            f"libclang cannot be loaded: {said}", hint="pip install libclang (annotune needs it)"
+        ) from None
+
+
 def _fork_unsafe() -> bool:
     """Whether gRPC may be running in this process, whose fork handlers abort a forked child:
     Ray's, once it is initialized (the tune of several devices), or the `grpc` package's."""
@@ -77,7 +97,7 @@ def _fork_unsafe() -> bool:
 
 def _forked(parse: Callable[[], ParsedSource], where: Location) -> tuple[bytes, int]:
     """The child's pickled outcome and the signal that ended it (0: none), forked."""
-    ci.conf.lib  # noqa: B018  (loaded once, here, rather than in every child)
+    load_libclang(where)  # loaded once, here, rather than in every child
     read_end, write_end = os.pipe()
     try:
         pid = os.fork()
@@ -142,6 +162,7 @@ def _outcome(parse: Callable[[], ParsedSource]) -> bytes:
     quiet = os.open(os.devnull, os.O_WRONLY)  # libclang's "LLVM ERROR: out of memory"
     os.dup2(quiet, 2)
     try:
+        load_libclang(Location("<libclang>", 1, 1))
         outcome: tuple = ("ok", parse())
     except AnnotuneError as error:
         outcome = ("error", (error.message, error.location, error.hint))

@@ -172,6 +172,30 @@ def test_a_source_parses_under_a_4_gib_address_space_limit(tmp_path):
     assert "1 tunable parameters" in done.stdout
 
 
+def _under(address_space: int, *args: str) -> subprocess.CompletedProcess:
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+
+    command = [sys.executable, "-m", "annotune", *args]
+    return subprocess.run(
+        command, capture_output=True, text=True, preexec_fn=limit, check=False, timeout=120
+    )
+
+
+def test_a_limit_too_small_for_any_work_is_the_machines_never_a_bug(tmp_path):
+    """Far below what annotune needs: libclang's library cannot be mapped, a tune's numeric
+    stack not loaded (OpenBLAS's start spun without end at 250 MiB). Each is said as the
+    limit, exit 1 or 2, never 'internal error', never a hang."""
+    source = tmp_path / "k.c"
+    source.write_text("#ifndef B\n#define B 4 // @tune values(1, 2, 4)\n#endif\nint b = B;\n")
+    done = _under(120 << 20, "scan", str(source))  # OpenBLAS stopped it with its own line
+    assert done.returncode == 1 and "needs an address space of at least 256 MiB" in done.stderr
+    done = _under(260 << 20, "scan", str(source))  # enough for scan
+    assert done.returncode == 0, done.stderr
+    done = _under(250 << 20, "tune", str(source), "--budget", "2")  # OpenBLAS spun
+    assert done.returncode == 1 and "needs an address space of at least 512 MiB" in done.stderr
+
+
 def test_running_out_under_an_inherited_limit_says_whose_limit_it_is(tmp_path):
     levels = "".join(f"#define L{i} L{i - 1} L{i - 1}\n" for i in range(1, 41))
     source = tmp_path / "k.c"
