@@ -199,6 +199,9 @@ def fast_judge(args: argparse.Namespace, say: Any) -> list[Cell]:
                     continue
                 options_file = folder / "transfer_options.pickle"
                 options_file.write_bytes(pickle.dumps(options))
+            if name == "iterml" and args.options:
+                options_file = folder / "iterml_options.pickle"
+                options_file.write_bytes(pickle.dumps(json.loads(args.options)))
             entry = judge.strategy_entry(name, options_file)
             run_path = input_file(space, folder, t1, entry, stats.budget_seconds)
             run_seed = judge.seed_for(args.seed, space.name, name)
@@ -325,6 +328,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--strategies", nargs="*", default=[*judge.ANNOTUNE, *judge.KERNEL_TUNER])
     parser.add_argument("--json", type=Path, help="also write the cells here")
     parser.add_argument("--curves", type=Path, help="keep every cell's runs here (npz)")
+    parser.add_argument(
+        "--options", help="IterML's options as JSON, e.g. '{\"initial\": 10}' (a variant)"
+    )
     parser.add_argument("--rescore", type=Path, help="a judge.py --out folder to rescore")
     parser.add_argument("--package-scores", type=Path, help="judge.py --json, for --rescore")
     args = parser.parse_args(argv)
