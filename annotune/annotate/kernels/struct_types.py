@@ -7,8 +7,9 @@ argument's), the outputs compared number by number. The layout is the compiler's
 libclang (each field's offset, the struct's size: alignment and padding included), written as
 numpy's comma-separated format with padding as void bytes (`"<f4,V4,<f8"`): a string, so the
 dtype travels as every other kernel argument's does, and numpy reads it without evaluating
-anything. A struct with a pointer, a union, a bit-field or a field whose layout libclang cannot
-say is not one annotune can make data for: `struct_dtype` says None, and the caller says why.
+anything. A struct with a pointer, a union, a bit-field, a base class or a field whose layout
+libclang cannot say is not one annotune can make data for: `struct_dtype` says None, and the
+caller says why.
 """
 
 from __future__ import annotations
@@ -68,6 +69,8 @@ def _fields(record: ci.Type, base: int, depth: int) -> list[tuple[int, str]] | N
     declaration = record.get_declaration()
     if depth > _DEEPEST or declaration.kind != ci.CursorKind.STRUCT_DECL:
         return None  # a union, a class libclang did not lay out
+    if any(c.kind == ci.CursorKind.CXX_BASE_SPECIFIER for c in declaration.get_children()):
+        return None  # a base's members are not among `get_fields`: no layout to trust
     found: list[tuple[int, str]] = []
     for field in record.get_fields():
         bits = record.get_offset(field.spelling)

@@ -303,6 +303,11 @@ def test_arrays_of_structs_of_numbers_are_laid_out_as_the_compiler_lays_them(tmp
     text = STRUCTS.replace("Nested *n", "WithPointer *n")
     error = error_of(tmp_path, text)
     assert "type 'WithPointer *'" in error.message and "structs of numbers" in error.message
+    derived = STRUCTS.replace(
+        "struct WithPointer", "struct Derived : Particle { int k; };\nstruct W"
+    )
+    error = error_of(tmp_path, derived.replace("Nested *n", "Derived *n"))
+    assert "type 'Derived *'" in error.message  # its base's numbers are no field of its own
 
 
 VECTORS = """\
