@@ -77,8 +77,10 @@ def _out_of_memory() -> str:
     set (`ulimit -v`, a batch job's memory limit), else that the machine has no more."""
     import resource
 
-    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
-    if soft == resource.RLIM_INFINITY:
+    from annotune.core.limits import inherited_soft
+
+    soft = inherited_soft(resource.RLIMIT_AS)
+    if soft is None:
         return "annotune: error: out of memory: the machine has no more to give this command"
     return (
         f"annotune: error: out of memory under this process's address-space limit of "

@@ -312,8 +312,10 @@ def _enough_address_space(name: str) -> None:
     import resource
 
     least = _LEAST_ADDRESS_SPACE["numeric" if name in _NUMERIC else "other"]
-    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
-    if soft != resource.RLIM_INFINITY and soft < least:
+    from annotune.core.limits import inherited_soft
+
+    soft = inherited_soft(resource.RLIMIT_AS)
+    if soft is not None and soft < least:
         print(
             f"annotune: error: `annotune {name}` needs an address space of at least "
             f"{least >> 20} MiB, and this process is limited to {soft >> 20} MiB "

@@ -34,6 +34,13 @@ def inherited_hard(kind: int) -> int | None:
     return None if hard == resource.RLIM_INFINITY else hard
 
 
+def inherited_soft(kind: int) -> int | None:
+    """The soft limit of `kind` in force for this process (what `ulimit -v` sets for
+    RLIMIT_AS); None: unlimited."""
+    soft = resource.getrlimit(kind)[0]
+    return None if soft == resource.RLIM_INFINITY else soft
+
+
 def clamp(kind: int, wanted: int) -> int:
     """`wanted`, or the inherited hard limit of `kind` when that is smaller."""
     hard = inherited_hard(kind)

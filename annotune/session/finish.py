@@ -137,9 +137,10 @@ def _final_check(m: Measuring, closing: Closing) -> tuple[Verdict, str]:
         return recheck(m.baseline_params, [], _no_sample, rounds=closing.rounds), ""
     min_speedup = 1.0 + closing.stable_within
     configs = {config_key(c): c for c in [m.baseline_params, *contenders]}
+    baseline, *others = configs  # the keys, in order: contenders exclude the baseline
     key = check_key(
-        config_key(m.baseline_params),
-        [config_key(c) for c in contenders],
+        baseline,
+        others,
         rounds=closing.rounds,
         min_speedup=min_speedup,
         objective=m.objective,

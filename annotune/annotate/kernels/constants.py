@@ -18,12 +18,12 @@ from annotune.annotate.grammar.kernel_items import Fill, Names, parse_fill
 from annotune.annotate.kernels.cuda_parse import namespace_scope
 from annotune.annotate.kernels.parameters import (
     ARRAY_KINDS,
-    KIND_DTYPES,
     RECORD_DTYPES,
     SUPPORTED,
     error_diagnostics,
 )
 from annotune.annotate.kernels.records import KernelConstant, KernelSpec
+from annotune.annotate.kernels.struct_types import KIND_DTYPES
 from annotune.annotate.source import ParsedSource, SourceFile, file_name
 from annotune.core.diagnostics import AnnotuneError, Location
 

@@ -16,28 +16,10 @@ import clang.cindex as ci
 from annotune.annotate.grammar.kernel_clauses import LocatedText, split_items
 from annotune.annotate.grammar.kernel_items import Names, item_expression, parse_fill
 from annotune.annotate.kernels.records import KernelArg
-from annotune.annotate.kernels.struct_types import struct_dtype
+from annotune.annotate.kernels.struct_types import KIND_DTYPES, struct_dtype
 from annotune.annotate.source import file_name
 from annotune.core.diagnostics import AnnotuneError, Location
 
-KIND_DTYPES = {
-    ci.TypeKind.FLOAT: "float32",
-    ci.TypeKind.DOUBLE: "float64",
-    ci.TypeKind.HALF: "float16",
-    ci.TypeKind.BOOL: "bool",
-    ci.TypeKind.CHAR_S: "int8",
-    ci.TypeKind.SCHAR: "int8",
-    ci.TypeKind.CHAR_U: "uint8",
-    ci.TypeKind.UCHAR: "uint8",
-    ci.TypeKind.SHORT: "int16",
-    ci.TypeKind.USHORT: "uint16",
-    ci.TypeKind.INT: "int32",
-    ci.TypeKind.UINT: "uint32",
-    ci.TypeKind.LONG: "int64",  # LP64: CUDA on Linux
-    ci.TypeKind.ULONG: "uint64",
-    ci.TypeKind.LONGLONG: "int64",
-    ci.TypeKind.ULONGLONG: "uint64",
-}
 RECORD_DTYPES = {"__half": "float16"}
 _VECTOR = re.compile(r"(u?char|u?short|u?int|u?long|u?longlong|float|double)([1-4])")
 _LANES = {

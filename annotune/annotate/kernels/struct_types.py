@@ -17,24 +17,26 @@ from __future__ import annotations
 import clang.cindex as ci
 import numpy as np
 
-_NUMBERS = {
-    ci.TypeKind.FLOAT: "<f4",
-    ci.TypeKind.DOUBLE: "<f8",
-    ci.TypeKind.HALF: "<f2",
-    ci.TypeKind.BOOL: "?",
-    ci.TypeKind.CHAR_S: "i1",
-    ci.TypeKind.SCHAR: "i1",
-    ci.TypeKind.CHAR_U: "u1",
-    ci.TypeKind.UCHAR: "u1",
-    ci.TypeKind.SHORT: "<i2",
-    ci.TypeKind.USHORT: "<u2",
-    ci.TypeKind.INT: "<i4",
-    ci.TypeKind.UINT: "<u4",
-    ci.TypeKind.LONG: "<i8",  # LP64: CUDA on Linux
-    ci.TypeKind.ULONG: "<u8",
-    ci.TypeKind.LONGLONG: "<i8",
-    ci.TypeKind.ULONGLONG: "<u8",
+KIND_DTYPES = {
+    ci.TypeKind.FLOAT: "float32",
+    ci.TypeKind.DOUBLE: "float64",
+    ci.TypeKind.HALF: "float16",
+    ci.TypeKind.BOOL: "bool",
+    ci.TypeKind.CHAR_S: "int8",
+    ci.TypeKind.SCHAR: "int8",
+    ci.TypeKind.CHAR_U: "uint8",
+    ci.TypeKind.UCHAR: "uint8",
+    ci.TypeKind.SHORT: "int16",
+    ci.TypeKind.USHORT: "uint16",
+    ci.TypeKind.INT: "int32",
+    ci.TypeKind.UINT: "uint32",
+    ci.TypeKind.LONG: "int64",  # LP64: CUDA on Linux
+    ci.TypeKind.ULONG: "uint64",
+    ci.TypeKind.LONGLONG: "int64",
+    ci.TypeKind.ULONGLONG: "uint64",
 }
+"""The numpy dtype of each C number type a kernel's argument (or a struct's member) may be."""
+_NUMBERS = {kind: np.dtype(name).str.lstrip("|") for kind, name in KIND_DTYPES.items()}
 _DEEPEST = 8  # structs within structs: deeper is no data layout a kernel's argument has
 _MOST = 1024  # numbers (or number arrays) in one struct, arrays of structs in it unrolled
 

@@ -75,8 +75,8 @@ def load_libclang(where: Location) -> None:
         ci.conf.lib  # noqa: B018
     except ci.LibclangError as error:
         said = str(error).split(". To provide a path")[0]
-        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
-        if soft != resource.RLIM_INFINITY and "map" in said:
+        soft = limits.inherited_soft(resource.RLIMIT_AS)
+        if soft is not None and "map" in said:
             raise AnnotuneError(
                 f"libclang cannot be loaded under the address-space limit annotune inherited "
                 f"({soft >> 20} MiB): {said}",
