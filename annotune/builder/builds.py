@@ -33,7 +33,7 @@ from annotune.builder.entries import (
     transient,
 )
 from annotune.builder.nvrtc_builds import NvrtcBuilds, nvrtc_missing, nvrtc_setup
-from annotune.builder.nvrtc_flags import NvrtcFlags, kernel_commands
+from annotune.builder.nvrtc_flags import NO_FLAGS, kernel_commands
 from annotune.builder.preprocessed import program_digest
 from annotune.builder.symbols import found_instances, instantiating
 from annotune.builder.units import Job, ProgramCompile, compile_includes
@@ -82,7 +82,7 @@ class Builder:
         nvrtc_arch: tuple[int, int] | None = None,
     ):
         self.problem = problem
-        command = NvrtcFlags()
+        command = NO_FLAGS
         if nvrtc_arch is not None:  # kernel mode: cubins, by NVRTC given the command's flags
             compiler, command = kernel_commands(compiler, nvrtc_arch)
         self.compiler = (

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from annotune.builder.compiler import CompilerCommand, cubin_compiler, sm
 from annotune.builder.dependencies import command_files
-from annotune.core.command import arguments, is_nvcc, reports_resources
+from annotune.core.command import arguments, is_nvcc, resource_report_flags
 
 _INCLUDE_KINDS = ("include_dir", "system_dir", "quote_dir", "after_dir")
 _HOST_KINDS = frozenset(
@@ -206,8 +206,7 @@ def cubin_command(argv: Sequence[str], arch: str | None) -> tuple[str, ...]:
     sources, objects, libraries, outputs and architectures left out, its other flags kept."""
     assert is_nvcc(argv[0])
     kept: list[str] = [argv[0], "-cubin", *([f"-arch={arch}"] if arch else [])]
-    if not reports_resources(argv):
-        kept += ["-Xptxas", "-v"]
+    kept += resource_report_flags(argv)
     for argument in arguments(argv):
         value = argument.value
         if argument.kind in _NOT_FOR_A_CUBIN or (argument.bare and "{" not in value):

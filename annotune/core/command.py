@@ -283,6 +283,12 @@ def reports_resources(argv: Sequence[str]) -> bool:
     return False
 
 
+def resource_report_flags(argv: Sequence[str]) -> tuple[str, ...]:
+    """What an nvcc command needs added for ptxas's report of each kernel's resources:
+    `-Xptxas -v`, or nothing when it asks for the report already."""
+    return () if reports_resources(argv) else ("-Xptxas", "-v")
+
+
 # --- a compile command template ----------------------------------------------------------
 
 TEMPLATE_PLACEHOLDERS = ("defines", "includes", "output", "source")

@@ -49,7 +49,7 @@ from annotune.annotate.problem import chosen_kernel
 from annotune.annotate.summary import require_legal
 from annotune.builder import Builder, CompilerCommand, default_compiler
 from annotune.builder.compiler import sm, with_arch
-from annotune.core.command import is_nvcc, reports_resources
+from annotune.core.command import is_nvcc, resource_report_flags
 from annotune.core.diagnostics import AnnotuneError
 from annotune.core.records import BuildResult, Candidates, KernelResources, Number
 from annotune.results.workspace import workspace
@@ -254,9 +254,9 @@ def _with_ptxas_report(command: CompilerCommand) -> CompilerCommand:
     """`command` with `-Xptxas -v` after nvcc's name, unless it asks for the report already
     or is no nvcc."""
     compiler, *rest = command.argv
-    if not is_nvcc(compiler) or reports_resources(command.argv):
+    if not is_nvcc(compiler):
         return command
-    return CompilerCommand((compiler, "-Xptxas", "-v", *rest))
+    return CompilerCommand((compiler, *resource_report_flags(command.argv), *rest))
 
 
 def _unreported(command: CompilerCommand | None) -> str:
