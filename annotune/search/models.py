@@ -11,9 +11,12 @@ by minimizing one sampled tree per pick.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
+from sklearn import config_context
 from sklearn.base import BaseEstimator, clone
 from sklearn.ensemble import (
     ExtraTreesRegressor,
@@ -60,6 +63,24 @@ def make_regressor(name: str, *, n_jobs: int = 1) -> BaseEstimator:
     if name == "gbt":
         return HistGradientBoostingRegressor(max_iter=100)
     raise ValueError(f"unknown model {name!r}; choose one of {', '.join(MODEL_NAMES)}")
+
+
+@contextmanager
+def checked_once(*arrays: np.ndarray) -> Iterator[None]:
+    """scikit-learn's own checks off inside, after `arrays` are checked here, once.
+
+    A forest checks its parameters and its inputs again for each of its 48 trees, boosted trees
+    for each of their 100 stages: on pnpoly's 220-measurement searches that was 15% of IterML's
+    own time, which the field's judge charges as tuning time. The models are the same and fit
+    the same trees; only the repeats of the checks go. For built-in models only (their
+    parameters are ours); a user's regressor keeps every check. ValueError: NaN or infinity in
+    an array, as scikit-learn would say.
+    """
+    for array in arrays:
+        if not np.isfinite(array).all():
+            raise ValueError("a model's inputs hold NaN or infinity")
+    with config_context(assume_finite=True, skip_parameter_validation=True):
+        yield
 
 
 def encode_features(values: np.ndarray) -> np.ndarray:
@@ -121,7 +142,11 @@ class Surrogate:
         seeded = {k: seed for k in params if k == "random_state" or k.endswith("__random_state")}
         if seeded:
             model.set_params(**seeded)
-        model.fit(x, y)
+        if isinstance(self.template, str):
+            with checked_once(x, y):
+                model.fit(x, y)
+        else:
+            model.fit(x, y)
         self.model_ = model
         return self
 

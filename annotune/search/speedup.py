@@ -17,7 +17,7 @@ from sklearn.ensemble import GradientBoostingRegressor, HistGradientBoostingRegr
 from threadpoolctl import threadpool_limits
 
 from annotune.core.records import TaskData
-from annotune.search.models import encode_features
+from annotune.search.models import checked_once, encode_features
 
 EXACT_ROWS = 500
 """Training sets up to this size are fitted by exact boosting, larger ones by histograms
@@ -168,7 +168,7 @@ class SpeedupModel:
             learning_rate=self.learning_rate,
             seed=int(rng.integers(2**31 - 1)),
         )
-        with threadpool_limits(self.n_jobs, user_api="openmp"):
+        with threadpool_limits(self.n_jobs, user_api="openmp"), checked_once(x, y):
             model.fit(x, y)
             predicted = model.predict(self.rows)
         self._predicted = (len(told), predicted)

@@ -56,6 +56,27 @@ def test_chunked_prediction_equals_whole(monkeypatch):
     assert sample.shape == (300,) and not np.allclose(sample, whole.mean)
 
 
+@pytest.mark.parametrize("name", ["rf", "gbt"])
+def test_checked_once_fits_the_same_trees_as_every_check(name):
+    """Skipping scikit-learn's repeated checks for a built-in model changes no tree."""
+    x, y = data()
+    quick = Surrogate(name).fit(x, y, np.random.default_rng(3)).predict(x, with_std=True)
+    template = models.make_regressor(name)  # a user's regressor: every check kept
+    checked = Surrogate(template).fit(x, y, np.random.default_rng(3)).predict(x, with_std=True)
+    assert np.array_equal(quick.mean, checked.mean)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_checked_once_still_refuses_nan_and_infinity(bad):
+    x, y = data()
+    y[4] = bad
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        Surrogate("rf").fit(x, y, np.random.default_rng(0))
+    x[7, 1] = bad
+    with pytest.raises(ValueError, match="NaN or infinity"), models.checked_once(x):
+        pass
+
+
 def test_predict_before_fit_and_unknown_name():
     with pytest.raises(RuntimeError):
         Surrogate("rf").predict(np.zeros((2, 2)))
