@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from annotune.annotate.config import FileConfig, find_config, load_file_config
+from annotune.annotate.config import FileConfig, config_naming, find_config, load_file_config
 from annotune.annotate.device_code import device_code as _device_code
 from annotune.annotate.kernels import declares_kernels, kernel_specs, parse_cuda
 from annotune.annotate.knobs import collect
@@ -85,8 +85,10 @@ def read_problem_and_source(
             "no tunable parameters found (mark a #define with '// @tune DOMAIN')",
             Location(str(source), 1, 1),
             hint="for code you must not edit, declare its knobs (a macro, a constant or a "
-            "variable of the source) in an annotune.toml beside it: [[file]] path = "
-            f'"{source.name}" and [file.params] NAME = "DOMAIN"'
+            "variable of the source) in an annotune.toml: beside it, [[file]] path = "
+            f'"{source.name}"; or in the directory you run annotune from, or anywhere with '
+            "--config PATH, with path = the source's path from the config; and [file.params] "
+            'NAME = "DOMAIN"'
             if config is None
             else f"the config {config.config_file} declares no parameter for {source.name}",
         )
@@ -123,8 +125,10 @@ def _macro_name(define: str) -> str:
 
 
 def _file_config(source: Path, config_path: Path | None) -> FileConfig | None:
-    """The config named with --config (trusted: the user chose it), else the one found."""
-    path = config_path or find_config(source)
+    """The config named with --config (trusted: the user chose it), else the nearest above
+    the source, else the nearest above the working directory if it names the source
+    (`config_naming`: a vendored tree whose config the user keeps outside it)."""
+    path = config_path or find_config(source) or config_naming(source, Path.cwd())
     return load_file_config(path, source) if path is not None else None
 
 

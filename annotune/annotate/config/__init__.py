@@ -46,12 +46,13 @@ from __future__ import annotations
 
 from annotune.annotate.config.entries import load_file_config
 from annotune.annotate.config.records import ClausePlace, ConfigParam, FileConfig
-from annotune.annotate.config.trust import CONFIG_NAMES, find_config
+from annotune.annotate.config.trust import CONFIG_NAMES, config_naming, find_config
 
 __all__ = [
     "CONFIG_NAMES",
     "ClausePlace",
     "ConfigParam",
+    "config_naming",
     "FileConfig",
     "find_config",
     "load_file_config",

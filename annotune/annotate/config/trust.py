@@ -22,18 +22,42 @@ def find_config(source: Path) -> Path | None:
     Looked for as git looks for a repository: from the source's directory up to the first
     that holds `.git` (the repository's root) or is the user's home, `/` at the latest, so
     that a config planted in /tmp or a shared parent does not reach the sources below it. The
-    config found must be the user's own (`_check_trusted`): it names the compile command run
+    config found must be the user's own (`check_trusted`): it names the compile command run
     for every build.
     """
+    found = nearest_config(Path(os.path.realpath(source)).parent)
+    if found is not None:
+        check_trusted(found)
+    return found
+
+
+def config_naming(source: Path, start: Path) -> Path | None:
+    """The nearest config in `start` or above it (as `find_config` looks) if a `[[file]]` of
+    it names `source`, trusted as `find_config`'s; else None.
+
+    For a vendored tree the user keeps their config outside of (it may be read-only): run
+    from the directory whose annotune.toml says `path = "../vendor/x/main.cu"`. Only a
+    config that names the source is used, or refused as untrusted, so a project's config never
+    reaches a file it does not mention.
+    """
+    from annotune.annotate.config.entries import load_file_config
+
+    found = nearest_config(start)
+    if found is None or load_file_config(found, source) is None:
+        return None
+    check_trusted(found)
+    return found
+
+
+def nearest_config(start: Path) -> Path | None:
+    """The nearest config in `start` or above it, as `find_config` looks, not yet trusted."""
     home = _home()
-    start = Path(os.path.realpath(source)).parent
     for directory in [start, *start.parents]:
         for name in CONFIG_NAMES:
             candidate = directory / name
             if os.path.lexists(candidate) and (
                 name == "annotune.toml" or _has_tool_table(candidate)
             ):
-                _check_trusted(candidate)
                 return candidate
         if directory == home or os.path.lexists(directory / ".git"):
             return None
@@ -61,7 +85,7 @@ def _has_tool_table(pyproject: Path) -> bool:
     return isinstance(data.get("tool"), dict) and "annotune" in data["tool"]
 
 
-def _check_trusted(config: Path) -> None:
+def check_trusted(config: Path) -> None:
     """Refuse a config found above the source that another user could have written: one not
     owned by the user (nor by root, who could change anything anyway), or writable by others,
     or by a group other than the user's private one (Debian and Ubuntu give each user a group

@@ -147,3 +147,63 @@ def test_a_loop_of_links_named_in_a_config_is_no_crash(tmp_path):
     (tmp_path / "loop.c").symlink_to(tmp_path / "loop.c")
     config.write_text('[[file]]\npath = "loop.c"\n' + config.read_text())
     assert read_problem(source).param("N").values == (2, 4)
+
+
+def vendored(tmp_path: Path) -> tuple[Path, Path]:
+    """A read-only vendored tree holding no config, and the user's directory beside it."""
+    source = tmp_path / "vendor" / "lib" / "k.c"
+    source.parent.mkdir(parents=True)
+    source.write_text(SOURCE)
+    (tmp_path / "vendor" / ".git").mkdir()  # its own repository: discovery stops there
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    return source, mine
+
+
+def test_the_working_directorys_config_naming_the_source_is_used(tmp_path, monkeypatch):
+    """A config kept outside a vendored tree: run from its directory, no --config needed."""
+    source, mine = vendored(tmp_path)
+    (mine / "annotune.toml").write_text(NAMING_K.format(path="../vendor/lib/k.c"))
+    source.parent.chmod(0o555)
+    monkeypatch.chdir(mine)
+    problem = read_problem(source)
+    assert problem.param("N").values == (2, 4)
+    assert problem.param("N").origin == "config"
+    monkeypatch.chdir(mine.parent / "vendor")  # elsewhere: no config reaches the source
+    assert "no tunable parameters" in error_of(source).message
+
+
+def test_a_working_directory_config_that_does_not_name_the_source_is_not_used(
+    tmp_path, monkeypatch
+):
+    source, mine = vendored(tmp_path)
+    config = mine / "annotune.toml"
+    config.write_text(NAMING_K.format(path="other.c"))
+    config.chmod(0o666)  # untrusted, but it does not name the source: neither used nor refused
+    monkeypatch.chdir(mine)
+    error = error_of(source)
+    assert "no tunable parameters" in error.message
+    assert "--config PATH" in error.hint
+
+
+def test_a_working_directory_config_naming_the_source_is_trusted_as_others(
+    tmp_path, monkeypatch
+):
+    source, mine = vendored(tmp_path)
+    config = mine / "annotune.toml"
+    config.write_text(NAMING_K.format(path="../vendor/lib/k.c"))
+    config.chmod(0o666)
+    monkeypatch.chdir(mine)
+    error = error_of(source)
+    assert "writable by every user (mode 666)" in error.message
+    assert error.location.file == str(config)
+
+
+def test_a_config_above_the_source_comes_before_the_working_directorys(tmp_path, monkeypatch):
+    source, mine = vendored(tmp_path)
+    (mine / "annotune.toml").write_text(NAMING_K.format(path="../vendor/lib/k.c"))
+    (source.parent / "annotune.toml").write_text(
+        '[[file]]\npath = "k.c"\n[file.params]\nN = "values(4, 8)"\n'
+    )
+    monkeypatch.chdir(mine)
+    assert read_problem(source).param("N").values == (4, 8)
