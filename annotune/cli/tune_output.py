@@ -241,7 +241,7 @@ def print_report(report: TuneReport) -> None:
         )
         stdout.print(
             f"final check   {len(verdict.contenders)} contender(s) and the baseline, "
-            f"{verdict.rounds} rounds{early}{stored}",
+            f"{verdict.rounds} rounds{early}{stored}{_check_medians(verdict, report.objective)}",
             markup=False,
         )
     if report.header is not None:
@@ -280,6 +280,19 @@ def _breakdown(wall: WallBreakdown) -> str:
         what = "GPU busy" if wall.busy_on == "GPU" else "in timed regions"
         busy = f"; {what} {wall.gpu / wall.wall:.0%}"
     return f"{wall.wall:.1f} s: " + ", ".join(parts) + busy
+
+
+def _check_medians(verdict, objective: str) -> str:
+    """The final check's own medians of the baseline and the winner: the speedup's figures,
+    measured in the same rounds, where the default and best lines above are the search's
+    (a program whose time jumps between modes can give each a different median)."""
+    base, winner = verdict.baseline_time, verdict.winner_time
+    if base is None or winner is None:
+        return ""
+    unit = OBJECTIVE_UNITS[objective]
+    if verdict.kept_baseline:
+        return f"; in it the baseline's median {base:.4g} {unit}"
+    return f"; in it the medians: baseline {base:.4g} {unit}, winner {winner:.4g} {unit}"
 
 
 def _timed(outcome) -> str:

@@ -61,6 +61,10 @@ class Contender:
     significant: bool = False  # the interval lies above the smallest speedup worth claiming
     error: str = ""  # why it dropped out (a failed sample)
     rounds: int = 0  # the rounds it was sampled in, until it was decided or the check ended
+    # The median of its samples in the check (the objective's unit); None: none, or a verdict
+    # stored before the check kept it. With the baseline's, what a report shows beside the
+    # speedup: times measured in the same rounds, not the search's.
+    time: float | None = None
 
     def to_json(self) -> dict:
         return {
@@ -70,6 +74,7 @@ class Contender:
             "significant": self.significant,
             "error": self.error,
             "rounds": self.rounds,
+            "time": self.time,
         }
 
 
@@ -86,8 +91,16 @@ class Verdict:
     contenders: tuple[Contender, ...] = ()
     baseline_error: str = ""
     stopped_early: bool = False
+    baseline_time: float | None = None  # the median of the baseline's samples in the check
 
     stored: str = ""  # when it was stored, for a verdict read back rather than checked
+
+    @property
+    def winner_time(self) -> float | None:
+        """The winner's median in the check: the baseline's when it was kept."""
+        if self.kept_baseline:
+            return self.baseline_time
+        return next((c.time for c in self.contenders if c.params == self.winner), None)
 
     @property
     def kept_baseline(self) -> bool:
@@ -103,6 +116,7 @@ class Verdict:
             "contenders": [c.to_json() for c in self.contenders],
             "baseline_error": self.baseline_error,
             "stopped_early": self.stopped_early,
+            "baseline_time": self.baseline_time,
         }
 
     @classmethod
@@ -121,6 +135,7 @@ class Verdict:
                     significant=_boolean(c["significant"]),
                     error=str(c["error"]),
                     rounds=int(c["rounds"]),
+                    time=_number(c.get("time")),
                 )
                 for c in data["contenders"]
             )
@@ -132,6 +147,7 @@ class Verdict:
                 contenders,
                 baseline_error=str(data["baseline_error"]),
                 stopped_early=_boolean(data["stopped_early"]),
+                baseline_time=_number(data.get("baseline_time")),
                 stored=stored,
             )
         except (KeyError, TypeError, AttributeError) as error:
@@ -199,7 +215,14 @@ def recheck(
         for i in [i for i in times if i not in decided]:
             measured = sample(contenders[i])
             if isinstance(measured, str):
-                decided[i] = Contender(dict(contenders[i]), None, None, error=measured, rounds=done)
+                decided[i] = Contender(
+                    dict(contenders[i]),
+                    None,
+                    None,
+                    error=measured,
+                    rounds=done,
+                    time=_median(times[i]),
+                )
             else:
                 times[i].append(measured)
         done += 1
@@ -215,7 +238,19 @@ def recheck(
     winners = sorted((c for c in judged if c.significant), key=lambda c: -(c.speedup or 0.0))
     best = winners[0] if winners else Contender(dict(baseline), 1.0, None)
     early = done < rounds
-    return Verdict(best.params, best.speedup, best.interval, done, judged, stopped_early=early)
+    return Verdict(
+        best.params,
+        best.speedup,
+        best.interval,
+        done,
+        judged,
+        stopped_early=early,
+        baseline_time=_median(base),
+    )
+
+
+def _median(samples: Sequence[float]) -> float | None:
+    return statistics.median(samples) if samples else None
 
 
 def _decide(
@@ -244,7 +279,9 @@ def _decide(
             interval = ratios[bound], ratios[len(ratios) - 1 - bound]
         speedup = statistics.median(ratios) if ratios else None
         significant = interval is not None and interval[0] > min_speedup
-        judged = Contender(dict(params), speedup, interval, significant, rounds=len(times))
+        judged = Contender(
+            dict(params), speedup, interval, significant, rounds=len(times), time=_median(times)
+        )
         below = sum(r <= min_speedup for r in ratios)
         figures[i] = (judged, below)
     claimed = [c.speedup for c in decided.values() if c.significant]

@@ -316,6 +316,7 @@ def _verdict_json(verdict: Verdict | None) -> dict | None:
         "stopped_early": verdict.stopped_early,
         "contenders": [c.to_json() for c in verdict.contenders],
         "baseline_error": verdict.baseline_error,
+        "baseline_time": verdict.baseline_time,  # its median in the check, as each contender's
         "stored": verdict.stored or None,  # when read back rather than checked: when stored
     }
 

@@ -97,8 +97,19 @@ def test_json_output(cli, workdir, monkeypatch):
     assert report["speedup"] == pytest.approx(14.0 / report["best"]["time"])
     assert report["speedup_interval"] == [report["speedup"]] * 2
     assert report["kept_default"] is False and len(report["recheck"]["contenders"]) == 3
+    assert report["recheck"]["baseline_time"] == 14.0  # the check's own median, and the winner's:
+    winner = [c for c in report["recheck"]["contenders"] if c["params"] == report["best"]["params"]]
+    assert winner[0]["time"] == pytest.approx(report["best"]["time"])
     assert Path(report["header"]).is_file()
     assert f"speedup:       {report['speedup']:.2f}x" in Path(report["header"]).read_text()
+
+
+def test_the_final_check_line_shows_its_own_medians(cli, workdir, monkeypatch):
+    monkeypatch.setenv("ANNOTUNE_TEST_LOG", str(workdir / "runs.log"))
+    result = cli("tune", workdir / "synthetic.c", "--budget", "8", *ARGS)
+    assert result.exit_code == 0, result.stderr
+    line = next(x for x in result.stdout.splitlines() if x.startswith("final check"))
+    assert "; in it the medians: baseline 14 ms, winner " in line, line
 
 
 def test_the_report_says_why_configurations_failed(cli, workdir, monkeypatch):

@@ -117,17 +117,25 @@ def test_a_response_file_named_from_the_working_directory_is_its_own(
         assert f"#define B {value} " in out.read_text()
 
 
-def test_a_repository_boundary_that_appears_hides_the_config_above_it(build, tmp_path):
+def test_a_repository_boundary_that_appears_hides_the_config_above_it(
+    build, tmp_path, monkeypatch
+):
     """The search for a config stops at a `.git`: one created between the source and the
-    config means the config no longer applies."""
+    config means the config no longer applies, run from the source's directory (a Makefile
+    there). Run from the config's own directory, the config naming the source is used: a
+    vendored repository's file, configured from outside it."""
     source = _write(tmp_path / "sub" / "m.c", GUARDED.format(4) + "int b = B;\n")
     _write(
         tmp_path / "annotune.toml",
         '[[file]]\npath = "sub/m.c"\ncompile = "gcc -DB=8 {source} -o {output}"\n',
     )
+    monkeypatch.chdir(source.parent)
     assert "#define B 8 " in build("sub/m.c") and "#define B 8 " in build("sub/m.c")
     (source.parent / ".git").mkdir()
     assert "#define B 4 " in build("sub/m.c")
+    monkeypatch.chdir(tmp_path)
+    assert "#define B 8 " in build("sub/m.c")
+    monkeypatch.chdir(source.parent)
     shutil.rmtree(source.parent / ".git")
     assert "#define B 8 " in build("sub/m.c")
 

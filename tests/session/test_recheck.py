@@ -9,6 +9,7 @@ import statistics
 import numpy as np
 import pytest
 
+from annotune.results.keys import config_key
 from annotune.session.recheck import claim_bounds, recheck
 
 BASE = {"A": 1}
@@ -212,3 +213,25 @@ def test_a_real_effect_is_claimed_in_fewer_rounds():
         wins += verdict.winner == FAST
         rounds.append(verdict.rounds)
     assert wins == 200 and statistics.median(rounds) <= 20
+
+
+CONFIGS = {config_key(BASE): BASE, config_key(FAST): FAST}
+
+
+def test_the_verdict_holds_the_checks_own_medians_and_keeps_them_when_stored():
+    """The figures beside a speedup are the check's: a program whose time jumps between modes
+    has search medians that say nothing of the rounds the speedup came from."""
+    modes = {1: itertools.cycle([165.0, 165.0, 114.0]), 2: itertools.cycle([64.0, 114.0, 64.0])}
+    verdict = recheck(BASE, [FAST], lambda p: next(modes[p["A"]]), rounds=30)
+    assert verdict.winner == FAST
+    assert verdict.baseline_time == 165.0 and verdict.winner_time == 64.0
+    back = type(verdict).from_json(verdict.to_json(), CONFIGS, "then")
+    assert (back.baseline_time, back.winner_time) == (165.0, 64.0)
+    older = verdict.to_json()  # a verdict stored before the medians were: read as unknown
+    del older["baseline_time"]
+    for contender in older["contenders"]:
+        del contender["time"]
+    back = type(verdict).from_json(older, CONFIGS, "then")
+    assert back.baseline_time is None and back.winner_time is None
+    kept = recheck(BASE, [SAME], lambda p: 10.0, rounds=10)
+    assert kept.kept_baseline and kept.winner_time == kept.baseline_time == 10.0
