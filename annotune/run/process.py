@@ -4,10 +4,12 @@ read from files, bounded (`OUTPUT_LIMIT`: its start and its end)."""
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -27,6 +29,11 @@ def run_in_own_group(
     alike: a forked helper would otherwise keep running (and loading the machine) after the
     tune. Output goes to files, not pipes, so a child that inherits them cannot keep the
     run waiting for their end.
+
+    The wait blocks until the program ends, and a timer kills it at `timeout`: a wait with a
+    timeout (`Popen.wait(timeout=...)`) polls, sleeping up to 50 ms between looks, so every
+    wall time past 63 ms came out as 63 + 50k ms (a 100 ms program read 114 ms, or 165), and
+    two configurations could differ by a whole step of it.
     """
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         started = time.perf_counter()
@@ -39,19 +46,35 @@ def run_in_own_group(
             stderr=err,
             start_new_session=True,
         )
+        expired = threading.Event()
+
+        def expire() -> None:
+            expired.set()
+            _signal_group(process)
+
+        timer = threading.Timer(timeout, expire) if math.isfinite(timeout) else None
+        if timer is not None:
+            timer.daemon = True
+            timer.start()
         try:
-            returncode = process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return None
+            returncode = process.wait()
         finally:
             wall_ms = (time.perf_counter() - started) * 1e3
+            if timer is not None:
+                timer.cancel()
             _kill_group(process)
+        if expired.is_set():
+            return None
         return returncode, _read(out), _read(err), wall_ms
 
 
-def _kill_group(process: subprocess.Popen) -> None:
+def _signal_group(process: subprocess.Popen) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    _signal_group(process)
     process.wait()
 
 

@@ -163,6 +163,10 @@ class RunSpec:
         }
         if self.time_unit != "ms":
             data["time_unit"] = self.time_unit
+        if self.time_regex is None and not self.timing_header:
+            # Wall times taken before the run's wait stopped polling were rounded up to 50 ms
+            # steps (`process.run_in_own_group`): such a study starts anew, never reused.
+            data["wall_clock"] = "exact wait"
         environment = self.environment()
         if environment:
             data["environment"] = environment
