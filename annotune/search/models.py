@@ -70,7 +70,7 @@ def checked_once(*arrays: np.ndarray) -> Iterator[None]:
     """scikit-learn's own checks off inside, after `arrays` are checked here, once.
 
     A forest checks its parameters and its inputs again for each of its 48 trees, boosted trees
-    for each of their 100 stages: on pnpoly's 220-measurement searches that was 15% of IterML's
+    for each of their 100 stages: on pnpoly's 220-measurement searches that was 15-25% of IterML's
     own time, which the field's judge charges as tuning time. The models are the same and fit
     the same trees; only the repeats of the checks go. For built-in models only (their
     parameters are ours); a user's regressor keeps every check. ValueError: NaN or infinity in
