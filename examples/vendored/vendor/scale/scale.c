@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define N (1 << 20)
+#define N (1 << 18)
 
 int main(void) {
   double *x = malloc(N * sizeof *x);
