@@ -128,8 +128,10 @@ def _file_config(source: Path, config_path: Path | None) -> FileConfig | None:
     """The config named with --config (trusted: the user chose it), else the nearest above
     the source, else the nearest above the working directory if it names the source
     (`config_naming`: a vendored tree whose config the user keeps outside it)."""
-    path = config_path or find_config(source) or config_naming(source, Path.cwd())
-    return load_file_config(path, source) if path is not None else None
+    path = config_path or find_config(source)
+    if path is not None:
+        return load_file_config(path, source)
+    return config_naming(source, Path.cwd())
 
 
 def problem_space(problem: Problem) -> Space:

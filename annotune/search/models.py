@@ -12,7 +12,7 @@ by minimizing one sampled tree per pick.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
 import numpy as np
@@ -142,10 +142,8 @@ class Surrogate:
         seeded = {k: seed for k in params if k == "random_state" or k.endswith("__random_state")}
         if seeded:
             model.set_params(**seeded)
-        if isinstance(self.template, str):
-            with checked_once(x, y):
-                model.fit(x, y)
-        else:
+        built_in = isinstance(self.template, str)
+        with checked_once(x, y) if built_in else nullcontext():
             model.fit(x, y)
         self.model_ = model
         return self

@@ -8,10 +8,14 @@ import grp
 import os
 import pwd
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from annotune.core.diagnostics import AnnotuneError, Location
 from annotune.core.inputs import CONFIG, check_input, read_text
 from annotune.core.toml import parse_toml
+
+if TYPE_CHECKING:
+    from annotune.annotate.config.records import FileConfig
 
 CONFIG_NAMES = ("annotune.toml", "pyproject.toml")
 
@@ -31,9 +35,9 @@ def find_config(source: Path) -> Path | None:
     return found
 
 
-def config_naming(source: Path, start: Path) -> Path | None:
-    """The nearest config in `start` or above it (as `find_config` looks) if a `[[file]]` of
-    it names `source`, trusted as `find_config`'s; else None.
+def config_naming(source: Path, start: Path) -> FileConfig | None:
+    """The `[[file]]` entry naming `source` of the nearest config in `start` or above it (as
+    `find_config` looks), that config trusted as `find_config`'s; else None.
 
     For a vendored tree the user keeps their config outside of (it may be read-only): run
     from the directory whose annotune.toml says `path = "../vendor/x/main.cu"`. Only a
@@ -43,10 +47,10 @@ def config_naming(source: Path, start: Path) -> Path | None:
     from annotune.annotate.config.entries import load_file_config
 
     found = nearest_config(start)
-    if found is None or load_file_config(found, source) is None:
-        return None
-    check_trusted(found)
-    return found
+    entry = load_file_config(found, source) if found is not None else None
+    if entry is not None:
+        check_trusted(found)
+    return entry
 
 
 def nearest_config(start: Path) -> Path | None:
